@@ -1,0 +1,7 @@
+/**
+ * ModelConfig: protobuf text format parse/print, the JSON form Triton serves and accepts, and validation.
+ * Everything here is pure (no I/O): callers read files and pass the text in.
+ */
+export type * from './model-config.js';
+export { type ConfigError, formatConfigError, configErrorsToException } from './config-error.js';
+export { type ParseResult, parseModelConfig, parseModelConfigOrThrow } from './text-parser.js';
