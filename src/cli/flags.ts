@@ -1,0 +1,178 @@
+import { InvalidArgError } from '../core/errors.js';
+
+/**
+ * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
+ * feature belongs to a later release: it is parsed and validated, and start-up says it is not implemented yet.
+ */
+type Kind = 'string' | 'bool' | 'int' | 'list';
+
+export interface FlagSpec {
+  kind: Kind;
+  help: string;
+  default?: string | boolean | number | string[];
+  choices?: readonly string[];
+  later?: string;
+  /** A switch that takes no value (`--disable-auto-complete-config`). */
+  switch?: boolean;
+  alias?: string;
+}
+
+export const FLAGS = {
+  'model-repository': { kind: 'list', help: 'Model repository folder (repeatable).', alias: 'model-store' },
+  'http-port': { kind: 'int', help: 'HTTP port (0 picks a free one).', default: 8000 },
+  'http-address': { kind: 'string', help: 'HTTP bind address.', default: '0.0.0.0' },
+  'http-max-input-size': { kind: 'int', help: 'Largest HTTP request body, bytes (also after decompression).', default: 64 * 1024 * 1024 },
+  'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  'grpc-port': { kind: 'int', help: 'gRPC port.', default: 8001, later: 'gRPC' },
+  'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0', later: 'gRPC' },
+  'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true, later: 'gRPC' },
+  'metrics-port': { kind: 'int', help: 'Prometheus metrics port.', default: 8002, later: 'metrics' },
+  'metrics-address': { kind: 'string', help: 'Metrics bind address.', later: 'metrics' },
+  'allow-metrics': { kind: 'bool', help: 'Serve metrics.', default: true, later: 'metrics' },
+  'metrics-config': { kind: 'list', help: 'Metrics option <key>=<value>.', later: 'metrics' },
+  'metrics-interval-ms': { kind: 'int', help: 'Metrics refresh interval.', default: 2000, later: 'metrics' },
+  'backend-config': { kind: 'list', help: 'Backend setting <backend>,<key>=<value> (repeatable).' },
+  'strict-model-config': {
+    kind: 'bool',
+    help: 'Deprecated: true disables auto-complete.',
+    default: false,
+  },
+  'disable-auto-complete-config': { kind: 'bool', switch: true, help: 'Do not complete configs from model files.', default: false },
+  'exit-on-error': { kind: 'bool', help: 'Fail start-up when a model fails to load.', default: true },
+  'strict-readiness': { kind: 'bool', help: 'Ready only when every model is ready.', default: true },
+  'exit-timeout-secs': { kind: 'int', help: 'Seconds to drain in-flight requests on shutdown.', default: 30 },
+  id: { kind: 'string', help: 'Server name in metadata.', default: 'nereid' },
+  'model-control-mode': {
+    kind: 'string',
+    help: 'none | poll | explicit.',
+    default: 'none',
+    choices: ['none', 'poll', 'explicit'],
+  },
+  'repository-poll-secs': { kind: 'int', help: 'Poll interval (poll mode).', default: 15, later: 'model control modes' },
+  'load-model': { kind: 'list', help: 'Model to load at start (explicit mode; * = all).', later: 'model control modes' },
+  'log-verbose': { kind: 'int', help: 'Verbose logging level (0 = off).', default: 0 },
+  'log-info': { kind: 'bool', help: 'Log info messages.', default: true },
+  'log-warning': { kind: 'bool', help: 'Log warnings.', default: true },
+  'log-error': { kind: 'bool', help: 'Log errors.', default: true },
+  'log-format': { kind: 'string', help: 'default | ISO8601.', default: 'default', choices: ['default', 'ISO8601'] },
+  'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
+  'trace-config': { kind: 'list', help: 'Trace setting.', later: 'tracing' },
+  'grpc-use-ssl': { kind: 'bool', help: 'gRPC TLS.', default: false, later: 'gRPC' },
+  'grpc-use-ssl-mutual': { kind: 'bool', help: 'gRPC mutual TLS.', default: false, later: 'gRPC' },
+  'grpc-server-cert': { kind: 'string', help: 'gRPC server certificate.', later: 'gRPC' },
+  'grpc-server-key': { kind: 'string', help: 'gRPC server key.', later: 'gRPC' },
+  'grpc-root-cert': { kind: 'string', help: 'gRPC root certificate.', later: 'gRPC' },
+  'grpc-infer-response-compression-level': {
+    kind: 'string',
+    help: 'none | low | medium | high.',
+    choices: ['none', 'low', 'medium', 'high'],
+    later: 'gRPC',
+  },
+  'allow-client-shm': { kind: 'bool', help: 'Allow client shared memory.', default: false, later: 'shared memory' },
+} as const satisfies Record<string, FlagSpec>;
+
+export type FlagName = keyof typeof FLAGS;
+export type FlagValues = Record<string, string | boolean | number | string[] | undefined>;
+
+function levenshtein(a: string, b: string): number {
+  const d = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = d[0];
+    d[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = d[j];
+      d[j] = Math.min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return d[b.length];
+}
+
+function parseBool(name: string, v: string): boolean {
+  if (/^(true|1|on|yes)$/i.test(v)) return true;
+  if (/^(false|0|off|no)$/i.test(v)) return false;
+  throw new InvalidArgError(`--${name} expects true or false, got '${v}'`);
+}
+
+/** Parses argv (after the sub-command). Returns the values with defaults and which flags were given. */
+export function parseFlags(argv: readonly string[]): { values: FlagValues; given: Set<string> } {
+  const specs = FLAGS as Record<string, FlagSpec>;
+  const aliases = new Map(Object.entries(specs).flatMap(([n, s]) => (s.alias ? [[s.alias, n] as const] : [])));
+  const values: FlagValues = {};
+  for (const [n, s] of Object.entries(specs)) values[n] = s.kind === 'list' ? [] : s.default;
+  const given = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) throw new InvalidArgError(`unexpected argument '${arg}'; flags start with --`);
+    const eq = arg.indexOf('=');
+    const raw = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
+    const name = aliases.get(raw) ?? raw;
+    const spec = specs[name];
+    if (!spec) {
+      const best = Object.keys(specs).sort((a, b) => levenshtein(raw, a) - levenshtein(raw, b))[0];
+      throw new InvalidArgError(
+        `unknown option '--${raw}'${levenshtein(raw, best) <= 3 ? `; did you mean '--${best}'?` : ''} (see nereid serve --help)`,
+      );
+    }
+    let value: string | undefined = eq >= 0 ? arg.slice(eq + 1) : undefined;
+    if (value === undefined) {
+      const next = argv[i + 1];
+      if (spec.kind === 'bool') {
+        if (next !== undefined && /^(true|false|1|0|on|off|yes|no)$/i.test(next)) value = argv[++i];
+        else value = 'true';
+      } else {
+        if (next === undefined || next.startsWith('--')) throw new InvalidArgError(`--${name} needs a value`);
+        value = argv[++i];
+      }
+    }
+    given.add(name);
+    switch (spec.kind) {
+      case 'bool':
+        values[name] = parseBool(name, value);
+        break;
+      case 'int': {
+        const n = Number(value);
+        if (!/^-?[0-9]+$/.test(value) || !Number.isSafeInteger(n)) {
+          throw new InvalidArgError(`--${name} expects an integer, got '${value}'`);
+        }
+        values[name] = n;
+        break;
+      }
+      case 'list':
+        (values[name] as string[]).push(value);
+        break;
+      default:
+        if (spec.choices && !spec.choices.includes(value)) {
+          throw new InvalidArgError(`--${name} must be one of ${spec.choices.join(', ')}; got '${value}'`);
+        }
+        values[name] = value;
+    }
+  }
+  return { values, given };
+}
+
+/** `--backend-config=<backend>,<key>=<value>` → per-backend settings. */
+export function parseBackendConfig(entries: readonly string[]): Map<string, Record<string, string>> {
+  const out = new Map<string, Record<string, string>>();
+  for (const e of entries) {
+    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(e);
+    if (!m) {
+      throw new InvalidArgError(
+        `--backend-config '${e}' must look like <backend>,<key>=<value> (e.g. onnxruntime,default-max-batch-size=8)`,
+      );
+    }
+    const [, backend, key, value] = m;
+    out.set(backend, { ...(out.get(backend) ?? {}), [key]: value });
+  }
+  return out;
+}
+
+export function helpText(): string {
+  const lines = Object.entries(FLAGS as Record<string, FlagSpec>).map(([n, s]) => {
+    const value = s.switch ? '' : s.kind === 'bool' ? '=<bool>' : s.kind === 'int' ? '=<int>' : '=<value>';
+    const def = s.default !== undefined && !Array.isArray(s.default) ? ` (default ${String(s.default)})` : '';
+    const later = s.later ? ` [accepted; ${s.later} is not implemented yet]` : '';
+    return `  --${n}${value}\n      ${s.help}${def}${later}`;
+  });
+  return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env node
+import { NereidError } from '../core/errors.js';
+import { createLogger, type Logger } from '../core/logger.js';
+import { NEREID_VERSION } from '../server/server.js';
+import { FLAGS, helpText, parseBackendConfig, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
+import { serve } from './serve.js';
+
+function logLevel(v: FlagValues): string {
+  const verbose = v['log-verbose'] as number;
+  if (verbose > 1) return 'trace';
+  if (verbose > 0) return 'debug';
+  if (v['log-info']) return 'info';
+  if (v['log-warning']) return 'warn';
+  if (v['log-error']) return 'error';
+  return 'silent';
+}
+
+async function runServe(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(helpText());
+    return 0;
+  }
+  const { values: v, given } = parseFlags(argv);
+  const logger: Logger = createLogger({ level: logLevel(v), destination: v['log-file'] as string | undefined });
+  const repositories = v['model-repository'] as string[];
+  if (repositories.length === 0) {
+    process.stderr.write('nereid serve: --model-repository is required (see nereid serve --help)\n');
+    return 2;
+  }
+  for (const name of given) {
+    const spec = (FLAGS as Record<string, FlagSpec>)[name];
+    if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
+  }
+  if (v['model-control-mode'] !== 'none') {
+    logger.warn(`--model-control-mode=${v['model-control-mode']} is not implemented yet; models load as in mode 'none'`);
+  }
+  const started = process.hrtime.bigint();
+  const running = await serve({
+    repositories,
+    httpPort: v['http-port'] as number,
+    httpAddress: v['http-address'] as string,
+    httpMaxInputSize: v['http-max-input-size'] as number,
+    allowHttp: v['allow-http'] as boolean,
+    backendConfig: parseBackendConfig(v['backend-config'] as string[]),
+    autoComplete: !(v['disable-auto-complete-config'] as boolean) && !(v['strict-model-config'] as boolean),
+    strictReadiness: v['strict-readiness'] as boolean,
+    exitOnError: v['exit-on-error'] as boolean,
+    id: v.id as string,
+    logger,
+  });
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  logger.info({ ms: Math.round(ms) }, `nereid ${NEREID_VERSION} ready`);
+  const stop = (signal: string): void => {
+    logger.info(`${signal} received: stopping`);
+    const timer = setTimeout(() => {
+      logger.error(`exit timeout of ${v['exit-timeout-secs']}s reached with work in flight`);
+      process.exit(1);
+    }, (v['exit-timeout-secs'] as number) * 1000);
+    timer.unref();
+    running.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, 'error while stopping');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  return -1;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (cmd === '--version' || cmd === 'version') {
+    process.stdout.write(`nereid ${NEREID_VERSION}\n`);
+    return 0;
+  }
+  if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    process.stdout.write(`nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n`);
+    return cmd === undefined ? 2 : 0;
+  }
+  if (cmd !== 'serve') {
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve)\n`);
+    return 2;
+  }
+  return runServe(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (err: unknown) => {
+    const e = NereidError.from(err);
+    process.stderr.write(`nereid: ${e.message}\n`);
+    process.exitCode = e.code === 'INVALID_ARG' ? 2 : 1;
+  },
+);

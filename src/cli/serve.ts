@@ -1,0 +1,73 @@
+import { onnxruntimeBackend } from '../backends/onnxruntime/index.js';
+import type { Logger } from '../core/logger.js';
+import { startHttpServer } from '../protocol/http/server.js';
+import { InferenceServer } from '../server/server.js';
+
+export interface ServeOptions {
+  repositories: readonly string[];
+  httpPort?: number;
+  httpAddress?: string;
+  httpMaxInputSize?: number;
+  allowHttp?: boolean;
+  backendConfig?: ReadonlyMap<string, Record<string, string>>;
+  autoComplete?: boolean;
+  strictReadiness?: boolean;
+  exitOnError?: boolean;
+  id?: string;
+  logger?: Logger;
+}
+
+/** A running Nereid: the server facade and its endpoints. `close()` is idempotent. */
+export interface RunningNereid {
+  server: InferenceServer;
+  /** Base URL of the HTTP endpoint, e.g. `http://127.0.0.1:8000`. */
+  httpUrl?: string;
+  httpPort?: number;
+  close(): Promise<void>;
+}
+
+/** Loads the repositories and starts the endpoints; what `nereid serve` runs and what tests start. */
+export async function serve(opts: ServeOptions): Promise<RunningNereid> {
+  const backend = onnxruntimeBackend();
+  const server = await InferenceServer.create({
+    repositories: opts.repositories,
+    backends: [backend],
+    backendConfig: opts.backendConfig,
+    autoComplete: opts.autoComplete,
+    strictReadiness: opts.strictReadiness,
+    exitOnError: opts.exitOnError,
+    id: opts.id,
+    logger: opts.logger,
+  });
+  let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
+  try {
+    if (opts.allowHttp ?? true) {
+      http = await startHttpServer(server, {
+        host: opts.httpAddress ?? '0.0.0.0',
+        port: opts.httpPort ?? 8000,
+        maxInputSize: opts.httpMaxInputSize,
+        logger: opts.logger,
+      });
+      opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? '0.0.0.0'}:${http.port}`);
+    }
+  } catch (err) {
+    await server.close();
+    await backend.close?.();
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  const host = opts.httpAddress === undefined || opts.httpAddress === '0.0.0.0' ? '127.0.0.1' : opts.httpAddress;
+  return {
+    server,
+    httpUrl: http ? `http://${host.includes(':') ? `[${host}]` : host}:${http.port}` : undefined,
+    httpPort: http?.port,
+    close() {
+      closing ??= (async () => {
+        await http?.close();
+        await server.close();
+        await backend.close?.();
+      })();
+      return closing;
+    },
+  };
+}

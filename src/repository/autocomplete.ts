@@ -1,0 +1,108 @@
+import type { ModelSignature, TensorSignature } from '../backends/backend.js';
+import type { ConfigDataType, ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
+import { DATATYPES, dataTypeFromConfig } from '../core/datatypes.js';
+import { InvalidArgError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+
+/**
+ * Triton's onnxruntime auto-complete, then the check that the config and the model file agree.
+ * Pure: the caller reads the signature from the backend.
+ */
+
+export interface CompleteOptions {
+  /** Fill inputs/outputs/max_batch_size/dynamic_batching from the model (off with --disable-auto-complete-config). */
+  autoComplete: boolean;
+  /** `default-max-batch-size` from backend-config (Triton's default 4). */
+  defaultMaxBatchSize: number;
+  logger: Logger;
+}
+
+const fmt = (d: readonly number[]): string => `[${d.join(',')}]`;
+
+function configType(t: TensorSignature): ConfigDataType {
+  return DATATYPES[t.datatype].configName as ConfigDataType;
+}
+
+/** Dims without the batch dim when batching; an empty dims list becomes [1] with reshape [] (Triton). */
+function completeTensor(t: TensorSignature, batching: boolean): ModelInput & ModelOutput {
+  const dims = batching ? t.dims.slice(1) : [...t.dims];
+  if (dims.length === 0) return { name: t.name, data_type: configType(t), dims: [1], reshape: { shape: [] } };
+  return { name: t.name, data_type: configType(t), dims };
+}
+
+/** Returns a new config completed from the signature (when allowed) and checked against it. */
+export function completeConfig(
+  input: ModelConfig,
+  sig: ModelSignature,
+  modelName: string,
+  opts: CompleteOptions,
+): ModelConfig {
+  const config: ModelConfig = structuredClone(input);
+  const hasInputs = (config.input?.length ?? 0) > 0;
+  const hasOutputs = (config.output?.length ?? 0) > 0;
+  if (opts.autoComplete && !(hasInputs && hasOutputs)) {
+    const all = [...sig.inputs, ...sig.outputs];
+    const canBatch = all.length > 0 && all.every((t) => t.dims.length > 0 && t.dims[0] === -1);
+    const mbs = config.max_batch_size ?? 0;
+    if (canBatch && mbs === 0) {
+      config.max_batch_size = opts.defaultMaxBatchSize;
+      opts.logger.warn(
+        { model: modelName },
+        `autofilled max_batch_size to ${opts.defaultMaxBatchSize} for model '${modelName}' since batching is supported but no max_batch_size is specified in model configuration; set max_batch_size: 0 to disable batching`,
+      );
+    } else if (!canBatch && mbs !== 0) {
+      throw new InvalidArgError(
+        `model '${modelName}': the model file does not support batching (not every input and output has a dynamic first dim), but config.pbtxt sets max_batch_size: ${mbs}; set max_batch_size: 0`,
+      );
+    }
+    const batching = (config.max_batch_size ?? 0) > 0;
+    if (!hasInputs) config.input = sig.inputs.map((t) => completeTensor(t, batching));
+    if (!hasOutputs) config.output = sig.outputs.map((t) => completeTensor(t, batching));
+  }
+  if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching && opts.autoComplete) {
+    config.dynamic_batching = {};
+  }
+  checkAgainstModel(config, sig, modelName);
+  return config;
+}
+
+/** A config that contradicts the model file is a load error naming both sides. */
+export function checkAgainstModel(config: ModelConfig, sig: ModelSignature, modelName: string): void {
+  const batching = (config.max_batch_size ?? 0) > 0;
+  const side = (kind: 'input' | 'output', cfg: (ModelInput | ModelOutput)[], model: TensorSignature[]): void => {
+    const byName = new Map(model.map((t) => [t.name, t]));
+    for (const c of cfg) {
+      const m = byName.get(c.name ?? '');
+      if (!m) {
+        throw new InvalidArgError(
+          `model '${modelName}': config.pbtxt declares ${kind} '${c.name}', but the model file's ${kind}s are [${model.map((t) => `'${t.name}'`).join(', ')}]`,
+        );
+      }
+      const dt = dataTypeFromConfig(c.data_type ?? 'TYPE_INVALID');
+      if (dt !== m.datatype) {
+        throw new InvalidArgError(
+          `model '${modelName}': ${kind} '${c.name}' is ${m.datatype} in the model file, but config.pbtxt says data_type: ${c.data_type}`,
+        );
+      }
+      const cdims = c.reshape ? (c.reshape.shape ?? []) : (c.dims ?? []);
+      const full = batching ? [-1, ...cdims] : cdims;
+      // A dynamic model dim accepts anything the config says; a fixed one must be repeated exactly
+      // (so the batch dim, -1 in `full`, needs a dynamic first dim in the model).
+      const ok = full.length === m.dims.length && full.every((d, i) => m.dims[i] === -1 || d === m.dims[i]);
+      if (!ok) {
+        throw new InvalidArgError(
+          `model '${modelName}': ${kind} '${c.name}' has shape ${fmt(m.dims)} in the model file, but config.pbtxt gives ${fmt(full)} (dims ${fmt(cdims)}${batching ? ` with max_batch_size ${config.max_batch_size} adding the batch dim` : ''})`,
+        );
+      }
+    }
+  };
+  side('input', config.input ?? [], sig.inputs);
+  side('output', config.output ?? [], sig.outputs);
+  const declared = new Set((config.input ?? []).map((i) => i.name));
+  const missing = sig.inputs.filter((t) => !declared.has(t.name));
+  if (missing.length > 0) {
+    throw new InvalidArgError(
+      `model '${modelName}': the model file needs input(s) [${missing.map((t) => `'${t.name}'`).join(', ')}] that config.pbtxt does not declare`,
+    );
+  }
+}

@@ -1,0 +1,67 @@
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ModelVersionPolicy } from '../config/model-config.js';
+import { InvalidArgError } from '../core/errors.js';
+
+/** A model folder found in one of the repositories. */
+export interface ModelLocation {
+  name: string;
+  dir: string;
+  repository: string;
+}
+
+/**
+ * Lists model folders across repositories. A name found in two repositories is an error for that name
+ * (Triton refuses duplicates unless namespacing is on); it is reported, not thrown, so the rest load.
+ */
+export async function scanRepositories(
+  repositories: readonly string[],
+): Promise<{ models: ModelLocation[]; duplicates: Map<string, string[]> }> {
+  const seen = new Map<string, ModelLocation>();
+  const duplicates = new Map<string, string[]>();
+  for (const repo of repositories) {
+    let entries;
+    try {
+      entries = await readdir(repo, { withFileTypes: true });
+    } catch (err) {
+      throw new InvalidArgError(`failed to read model repository '${repo}': ${(err as Error).message}`, { cause: err });
+    }
+    for (const e of entries) {
+      if (e.name.startsWith('.')) continue;
+      const dir = join(repo, e.name);
+      if (!e.isDirectory() && !(e.isSymbolicLink() && (await stat(dir)).isDirectory())) continue;
+      const prev = seen.get(e.name);
+      if (prev) {
+        duplicates.set(e.name, [...(duplicates.get(e.name) ?? [prev.repository]), repo]);
+        continue;
+      }
+      seen.set(e.name, { name: e.name, dir, repository: repo });
+    }
+  }
+  for (const name of duplicates.keys()) seen.delete(name);
+  return { models: [...seen.values()].sort((a, b) => a.name.localeCompare(b.name)), duplicates };
+}
+
+/** Numeric version folders of a model (names that are not digits, or start with '0', are ignored as Triton does). */
+export async function listVersions(modelDir: string): Promise<number[]> {
+  const entries = await readdir(modelDir, { withFileTypes: true });
+  const versions: number[] = [];
+  for (const e of entries) {
+    if (!/^[1-9][0-9]*$/.test(e.name)) continue;
+    if (!e.isDirectory() && !(e.isSymbolicLink() && (await stat(join(modelDir, e.name))).isDirectory())) continue;
+    const v = Number(e.name);
+    if (Number.isSafeInteger(v)) versions.push(v);
+  }
+  return versions.sort((a, b) => a - b);
+}
+
+/** Applies `version_policy` to the available versions: latest N (default 1), all, or specific. */
+export function selectVersions(available: readonly number[], policy: ModelVersionPolicy | undefined): number[] {
+  if (policy?.all) return [...available];
+  if (policy?.specific) {
+    const want = new Set(policy.specific.versions ?? []);
+    return available.filter((v) => want.has(v));
+  }
+  const n = policy?.latest?.num_versions ?? 1;
+  return available.slice(Math.max(0, available.length - n));
+}

@@ -1,0 +1,84 @@
+import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import { CancelledError, UnavailableError } from '../core/errors.js';
+import type { Scheduler, ScheduleOptions } from './scheduler.js';
+
+interface Pending {
+  request: ExecuteRequest;
+  signal?: AbortSignal;
+  resolve(r: ExecuteResult): void;
+  reject(e: unknown): void;
+  onAbort?: () => void;
+}
+
+/**
+ * No batching: each request runs alone on the first free instance, in arrival order. Instances run
+ * concurrently (each owns a worker thread), so N instances serve N requests at a time.
+ */
+export class DirectScheduler implements Scheduler {
+  readonly #idle: BackendInstance[];
+  readonly #queue: Pending[] = [];
+  #inflight = 0;
+  #stopped = false;
+  #drained: (() => void) | undefined;
+
+  constructor(instances: readonly BackendInstance[]) {
+    this.#idle = [...instances];
+  }
+
+  get pending(): number {
+    return this.#queue.length;
+  }
+
+  enqueue(request: ExecuteRequest, opts: ScheduleOptions = {}): Promise<ExecuteResult> {
+    if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
+    const { signal } = opts;
+    if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
+    return new Promise<ExecuteResult>((resolve, reject) => {
+      const item: Pending = { request, signal, resolve, reject };
+      if (signal) {
+        item.onAbort = () => {
+          const i = this.#queue.indexOf(item);
+          if (i >= 0) {
+            this.#queue.splice(i, 1);
+            reject(new CancelledError('request was cancelled while queued'));
+            this.#checkDrained();
+          }
+        };
+        signal.addEventListener('abort', item.onAbort, { once: true });
+      }
+      this.#queue.push(item);
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#idle.length > 0 && this.#queue.length > 0) {
+      const item = this.#queue.shift() as Pending;
+      const instance = this.#idle.shift() as BackendInstance;
+      if (item.onAbort) item.signal?.removeEventListener('abort', item.onAbort);
+      this.#inflight++;
+      instance.execute(item.request).then(item.resolve, item.reject).finally(() => {
+        this.#inflight--;
+        this.#idle.push(instance);
+        this.#pump();
+        this.#checkDrained();
+      });
+    }
+  }
+
+  #checkDrained(): void {
+    if (this.#stopped && this.#inflight === 0 && this.#queue.length === 0) this.#drained?.();
+  }
+
+  stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#inflight === 0 && this.#queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const prev = this.#drained;
+      this.#drained = () => {
+        prev?.();
+        resolve();
+      };
+    });
+  }
+}

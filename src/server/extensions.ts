@@ -1,0 +1,10 @@
+/**
+ * Extensions reported by server metadata, in Triton's order, limited to what Nereid implements today.
+ * A tool that reads this list (perf_analyzer does) must never be told of a feature that is not there.
+ */
+export const EXTENSIONS: readonly string[] = Object.freeze([
+  'classification',
+  'model_configuration',
+  'binary_tensor_data',
+  'parameters',
+]);

@@ -1,0 +1,15 @@
+import { fileURLToPath } from 'node:url';
+import { serve, type RunningNereid, type ServeOptions } from '../../src/cli/serve.js';
+
+/** The bundled example repository. */
+export const EXAMPLES = fileURLToPath(new URL('../../examples/model_repository', import.meta.url));
+
+export interface TestServer extends RunningNereid {
+  url: string;
+}
+
+/** Starts the real server (real onnxruntime, real sockets) on 127.0.0.1, port 0. */
+export async function startNereid(opts: Partial<ServeOptions> & { repositories?: string[] } = {}): Promise<TestServer> {
+  const running = await serve({ repositories: [EXAMPLES], ...opts, httpPort: 0, httpAddress: '127.0.0.1' });
+  return { ...running, url: running.httpUrl as string };
+}
