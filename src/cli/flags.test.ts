@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseBackendConfig, parseFlags } from './flags.js';
+
+describe('nereid serve flags', () => {
+  it("takes Triton's flag names in both --flag=value and --flag value forms, with Triton's defaults", () => {
+    const { values } = parseFlags([
+      '--model-repository=/a',
+      '--model-store',
+      '/b',
+      '--http-port',
+      '9000',
+      '--exit-on-error=false',
+      '--strict-model-config=true',
+      '--disable-auto-complete-config',
+    ]);
+    assert.deepEqual(values['model-repository'], ['/a', '/b']);
+    assert.equal(values['http-port'], 9000);
+    assert.equal(values['exit-on-error'], false);
+    assert.equal(values['strict-model-config'], true);
+    assert.equal(values['disable-auto-complete-config'], true);
+    assert.equal(values['strict-readiness'], true);
+    assert.equal(values['http-max-input-size'], 64 * 1024 * 1024);
+    assert.equal(values['model-control-mode'], 'none');
+  });
+
+  it('BAD CALL - rejects an unknown flag and suggests the nearest one', () => {
+    assert.throws(() => parseFlags(['--http-prot=1']), /unknown option '--http-prot'; did you mean '--http-port'\?/);
+  });
+
+  it('BAD CALL - rejects a non-integer port, a bad boolean, a bad choice and a missing value', () => {
+    assert.throws(() => parseFlags(['--http-port=abc']), /--http-port expects an integer, got 'abc'/);
+    assert.throws(() => parseFlags(['--exit-on-error=maybe']), /expects true or false/);
+    assert.throws(() => parseFlags(['--model-control-mode=sometimes']), /must be one of none, poll, explicit/);
+    assert.throws(() => parseFlags(['--http-port']), /needs a value/);
+  });
+
+  it('parses --backend-config=<backend>,<key>=<value> and rejects other shapes', () => {
+    const m = parseBackendConfig(['onnxruntime,default-max-batch-size=8', 'onnxruntime,enable-global-threadpool=1']);
+    assert.deepEqual(m.get('onnxruntime'), { 'default-max-batch-size': '8', 'enable-global-threadpool': '1' });
+    assert.throws(() => parseBackendConfig(['default-max-batch-size=8']), /<backend>,<key>=<value>/);
+  });
+});
