@@ -5,3 +5,5 @@
 export type * from './model-config.js';
 export { type ConfigError, formatConfigError, configErrorsToException } from './config-error.js';
 export { type ParseResult, parseModelConfig, parseModelConfigOrThrow } from './text-parser.js';
+export { printModelConfig } from './text-printer.js';
+export { modelConfigToJson, modelConfigFromJson, readModelConfigJson } from './json.js';
