@@ -7,3 +7,4 @@ export { type ConfigError, formatConfigError, configErrorsToException } from './
 export { type ParseResult, parseModelConfig, parseModelConfigOrThrow } from './text-parser.js';
 export { printModelConfig } from './text-printer.js';
 export { modelConfigToJson, modelConfigFromJson, readModelConfigJson } from './json.js';
+export { type ValidateOptions, validateModelConfig } from './validate.js';

@@ -12,6 +12,16 @@ import { type ConfigError, configErrorsToException, suggestion } from './config-
 import type { ModelConfig } from './model-config.js';
 import { INT_RANGES, LONG_TYPES, enumOf, isMessageField, modelConfigType } from './schema.js';
 import { Lexer, TextFormatSyntaxError, type Token } from './text-lexer.js';
+import {
+  BOOL_WORDS,
+  FLOAT_WORDS,
+  INTEGER,
+  defaultKey,
+  defaultScalar,
+  describe,
+  parseBigInt,
+  setOwn,
+} from './text-values.js';
 
 /** What parsing a config produced: the config as far as it could be read, and every problem found. */
 export interface ParseResult {
@@ -21,16 +31,6 @@ export interface ParseResult {
 
 type Obj = Record<string, unknown>;
 const CLOSERS: Readonly<Record<string, string>> = { '{': '}', '<': '>' };
-const INTEGER = /^(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)$/;
-const FLOAT_WORDS: Readonly<Record<string, number>> = { inf: Infinity, infinity: Infinity, nan: NaN };
-const BOOL_WORDS: Readonly<Record<string, boolean>> = {
-  true: true,
-  True: true,
-  t: true,
-  false: false,
-  False: false,
-  f: false,
-};
 
 /**
  * Parses config.pbtxt text. Never throws for bad input: problems come back in `errors`, each with
@@ -63,18 +63,6 @@ export function parseTextMessage(
     parser.errors.push({ file, line: err.line, column: err.column, path: parser.lastPath, message: err.message });
   }
   return { message, errors: parser.errors };
-}
-
-/** Sets an own enumerable property even for keys like `__proto__` (map keys come from user text). */
-function setOwn(obj: Obj, key: string, value: unknown): void {
-  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
-}
-
-function describe(token: Token, negative = false): string {
-  if (token.kind === 'eof') return 'end of file';
-  if (token.kind === 'string') return token.text;
-  if (token.kind === 'punct') return `'${token.text}'`;
-  return JSON.stringify((negative ? '-' : '') + token.text);
 }
 
 class TextParser {
@@ -396,21 +384,4 @@ class TextParser {
       }
     }
   }
-}
-
-function parseBigInt(text: string): bigint {
-  if (/^0[xX]/.test(text)) return BigInt(text);
-  if (/^0[0-7]+$/.test(text)) return BigInt(`0o${text.slice(1)}`);
-  return BigInt(text);
-}
-
-function defaultKey(keyType: string): string {
-  if (keyType === 'string') return '';
-  return keyType === 'bool' ? 'false' : '0';
-}
-
-function defaultScalar(type: string, enumType: protobuf.Enum | undefined): unknown {
-  if (enumType) return enumType.valuesById[0];
-  if (type === 'string' || type === 'bytes') return '';
-  return type === 'bool' ? false : 0;
 }
