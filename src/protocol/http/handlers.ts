@@ -1,0 +1,78 @@
+import { modelConfigToJson } from '../../config/index.js';
+import { CancelledError } from '../../core/errors.js';
+import { readBody } from './body.js';
+import { decompress, requestCoding } from './compression.js';
+import { decodeInferRequest, decodeRawRequest, parseHeaderLength, type DecodedInfer } from './infer-request.js';
+import { encodeInferResponse } from './infer-response.js';
+import { send, sendEmpty, sendJson } from './respond.js';
+import type { CoreHandlers, RouteContext } from './routes.js';
+
+/** Health: Triton answers with an EMPTY body, 200 or 400 (no OIP JSON). */
+const live = async ({ req, res, api }: RouteContext): Promise<void> => sendEmpty(req, res, api.isLive() ? 200 : 400);
+const ready = async ({ req, res, api }: RouteContext): Promise<void> => sendEmpty(req, res, api.isReady() ? 200 : 400);
+
+const server = async ({ req, res, api }: RouteContext): Promise<void> => sendJson(req, res, 200, api.metadata());
+
+/** Model ready: 200 empty, or 400 `{"error":"Model version not ready"}` (Triton's HandleModelReady). */
+const modelReady = async ({ req, res, api, model, version }: RouteContext): Promise<void> =>
+  api.modelReady(model, version)
+    ? sendEmpty(req, res, 200)
+    : sendJson(req, res, 400, { error: 'Model version not ready' });
+
+const modelMetadata = async ({ req, res, api, model, version }: RouteContext): Promise<void> =>
+  sendJson(req, res, 200, api.modelMetadata(model, version));
+
+const modelConfig = async ({ req, res, api, model, version }: RouteContext): Promise<void> =>
+  sendJson(req, res, 200, modelConfigToJson(api.modelConfig(model, version)));
+
+/**
+ * Infer, in Triton's order (HandleInfer): decompress → size → header length → model lookup → parse. The model lookup
+ * comes before JSON parsing so an unknown model wins over a malformed body.
+ */
+const modelInfer = async (ctx: RouteContext): Promise<void> => {
+  const { req, res, api, model, version, maxInputSize } = ctx;
+  const coding = requestCoding(req.headers['content-encoding']);
+  let body = await readBody(req, maxInputSize);
+  if (coding !== undefined) body = await decompress(body, coding, maxInputSize);
+  const headerValue = req.headers['inference-header-content-length'];
+  const headerLength = parseHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
+  api.checkModel(model, version);
+  let decoded: DecodedInfer;
+  if (headerLength === 0) {
+    const meta = api.modelMetadata(model, version);
+    decoded = decodeRawRequest(model, version, body, meta, api.modelConfig(model, version).max_batch_size ?? 0);
+  } else {
+    decoded = decodeInferRequest(model, version, body, headerLength);
+  }
+
+  // One signal per request, aborted when the client goes away before the response is written.
+  const controller = new AbortController();
+  const onClose = (): void => {
+    if (!res.writableFinished) controller.abort(new CancelledError('client closed the connection'));
+  };
+  res.on('close', onClose);
+  try {
+    const response = await api.infer(decoded.request, { signal: controller.signal });
+    const encoded = encodeInferResponse(response, decoded.plan);
+    if (encoded.headerLength === undefined) {
+      await send(req, res, 200, 'application/json', [encoded.header]);
+    } else {
+      await send(req, res, 200, 'application/octet-stream', [encoded.header, ...encoded.blobs], {
+        'Inference-Header-Content-Length': encoded.headerLength,
+      });
+    }
+  } finally {
+    res.off('close', onClose);
+  }
+};
+
+/** The handlers of the endpoints Nereid implements (routes.ts holds the table). */
+export const CORE_HANDLERS: CoreHandlers = Object.freeze({
+  server,
+  live,
+  ready,
+  modelReady,
+  modelMetadata,
+  modelConfig,
+  modelInfer,
+});

@@ -1,0 +1,91 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { NereidError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { httpStatusOf } from '../kserve/status.js';
+import { bodyUnread } from './body.js';
+import { compress, MIN_COMPRESS_BYTES, responseCoding } from './compression.js';
+
+/** Response headers beyond Content-Type/Length. */
+export type ExtraHeaders = Record<string, string | number>;
+
+/**
+ * Sends a complete response. Compresses (gzip preferred, then deflate) when the client accepts it and the body is
+ * larger than MIN_COMPRESS_BYTES. Several parts (JSON header + binary blobs) are written corked, so Node issues one
+ * writev instead of copying them into one Buffer; a compressed body needs the one concatenation zlib wants anyway.
+ */
+export async function send(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  contentType: string | undefined,
+  parts: readonly Uint8Array[],
+  headers: ExtraHeaders = {},
+): Promise<void> {
+  if (res.headersSent || res.destroyed) return;
+  let length = 0;
+  for (const p of parts) length += p.byteLength;
+  let body = parts;
+  const coding = length > MIN_COMPRESS_BYTES ? responseCoding(req.headers['accept-encoding']) : undefined;
+  if (coding !== undefined) {
+    const compressed = await compress(parts.length === 1 ? parts[0] : Buffer.concat(parts), coding);
+    body = [compressed];
+    length = compressed.byteLength;
+    res.setHeader('Content-Encoding', coding);
+    res.setHeader('Vary', 'Accept-Encoding');
+    if (res.destroyed) return;
+  }
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  if (contentType !== undefined) res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', length);
+  // A body left unread cannot be skipped on a keep-alive connection without reading it: close instead.
+  if (bodyUnread(req)) res.setHeader('Connection', 'close');
+  res.statusCode = status;
+  res.cork();
+  for (const p of body) res.write(p);
+  res.end();
+  res.uncork();
+}
+
+/** Sends a JSON value. */
+export function sendJson(req: IncomingMessage, res: ServerResponse, status: number, value: unknown): Promise<void> {
+  return send(req, res, status, 'application/json', [Buffer.from(JSON.stringify(value), 'utf8')]);
+}
+
+/** Sends a status with an empty body (Triton's health and ready endpoints). */
+export function sendEmpty(req: IncomingMessage, res: ServerResponse, status: number): Promise<void> {
+  return send(req, res, status, undefined, []);
+}
+
+/**
+ * Answers any error as `{"error": msg}` with Triton's status mapping. Errors that are not NereidErrors are bugs or
+ * environment failures: they are logged with their cause and answered as INTERNAL (500).
+ */
+export async function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  err: unknown,
+  logger: Logger,
+): Promise<void> {
+  const e = NereidError.from(err);
+  if (!(err instanceof NereidError) && e.code === 'INTERNAL') {
+    logger.error({ err, method: req.method, url: req.url }, 'unexpected error while handling an HTTP request');
+  }
+  if (res.headersSent) {
+    // Too late for a status: cut the connection so the client sees a failure rather than a truncated success.
+    res.destroy(e);
+    return;
+  }
+  const headers: ExtraHeaders = {};
+  // Triton advertises what it accepts along with "Unsupported compression type".
+  if (e.code === 'UNSUPPORTED' && e.message.startsWith('Unsupported compression type')) {
+    headers['Accept-Encoding'] = 'gzip, deflate';
+  }
+  await send(
+    req,
+    res,
+    httpStatusOf(e.code),
+    'application/json',
+    [Buffer.from(JSON.stringify({ error: e.message }))],
+    headers,
+  );
+}

@@ -1,0 +1,136 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { InferenceServerApi } from '../../server/api.js';
+import { sendJson } from './respond.js';
+
+/** What a route handler gets: the exchange, the server facade, and the path's model/version captures. */
+export interface RouteContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  api: InferenceServerApi;
+  logger: Logger;
+  maxInputSize: number;
+  /** Decoded `{m}` capture, when the route has one. */
+  model: string;
+  /** `{v}` capture ([0-9]+), undefined when the path has no version segment. */
+  version: string | undefined;
+}
+
+export type Handler = (ctx: RouteContext) => Promise<void>;
+export type Method = 'GET' | 'POST';
+
+/** One row of the routing table: a path regex (named groups `model`, `version`) and a handler per method. */
+export interface Route {
+  readonly pattern: RegExp;
+  readonly methods: Readonly<Partial<Record<Method, Handler>>>;
+}
+
+/** A handler for an endpoint whose feature a later issue adds: an honest 501, never a fake success. */
+export function notImplemented(feature: string): Handler {
+  return () => Promise.reject(new UnsupportedError(`${feature} is not implemented yet in Nereid`));
+}
+
+const M = '(?<model>[^/]+)';
+const V = '(?:/versions/(?<version>[0-9]+))?';
+
+/** Path patterns of Triton's fixed routing table (http_server.cc `Handle()`), in Triton's matching order. */
+export const PATHS = Object.freeze({
+  server: /^\/v2\/?$/,
+  live: /^\/v2\/health\/live$/,
+  ready: /^\/v2\/health\/ready$/,
+  statsAll: /^\/v2\/models\/stats$/,
+  modelReady: new RegExp(`^/v2/models/${M}${V}/ready$`),
+  modelConfig: new RegExp(`^/v2/models/${M}${V}/config$`),
+  modelInfer: new RegExp(`^/v2/models/${M}${V}/infer$`),
+  modelStats: new RegExp(`^/v2/models/${M}${V}/stats$`),
+  modelGenerate: new RegExp(`^/v2/models/${M}${V}/generate(?:_stream)?$`),
+  modelTrace: new RegExp(`^/v2/models/${M}/trace/setting$`),
+  modelMetadata: new RegExp(`^/v2/models/${M}${V}$`),
+  repositoryIndex: /^\/v2\/repository(?:\/[^/]+)?\/index$/,
+  repositoryControl: /^\/v2\/repository(?:\/[^/]+)?\/models\/[^/]+\/(?:load|unload)$/,
+  trace: /^\/v2\/trace\/setting$/,
+  logging: /^\/v2\/logging$/,
+  shmStatus: /^\/v2\/(?:system|cuda)sharedmemory(?:\/region\/[^/]+)?\/status$/,
+  shmRegister: /^\/v2\/(?:system|cuda)sharedmemory\/region\/[^/]+\/register$/,
+  shmUnregister: /^\/v2\/(?:system|cuda)sharedmemory(?:\/region\/[^/]+)?\/unregister$/,
+});
+
+/** Handlers of the implemented endpoints (handlers.ts). */
+export interface CoreHandlers {
+  server: Handler;
+  live: Handler;
+  ready: Handler;
+  modelReady: Handler;
+  modelMetadata: Handler;
+  modelConfig: Handler;
+  modelInfer: Handler;
+}
+
+/**
+ * The routing table. Later issues replace a `notImplemented` entry with a real handler; everything else (404, 405,
+ * captures, error mapping) stays in `dispatch`.
+ */
+export function buildRoutes(h: CoreHandlers): readonly Route[] {
+  const stats = notImplemented('the statistics extension (model stats)');
+  const trace = notImplemented('the trace extension');
+  const shm = notImplemented('shared memory');
+  return Object.freeze([
+    { pattern: PATHS.server, methods: { GET: h.server } },
+    { pattern: PATHS.live, methods: { GET: h.live } },
+    { pattern: PATHS.ready, methods: { GET: h.ready } },
+    { pattern: PATHS.statsAll, methods: { GET: stats } },
+    { pattern: PATHS.modelReady, methods: { GET: h.modelReady } },
+    { pattern: PATHS.modelConfig, methods: { GET: h.modelConfig } },
+    { pattern: PATHS.modelInfer, methods: { POST: h.modelInfer } },
+    { pattern: PATHS.modelStats, methods: { GET: stats } },
+    { pattern: PATHS.modelGenerate, methods: { POST: notImplemented('the generate extension') } },
+    { pattern: PATHS.modelTrace, methods: { GET: trace, POST: trace } },
+    { pattern: PATHS.modelMetadata, methods: { GET: h.modelMetadata } },
+    { pattern: PATHS.repositoryIndex, methods: { POST: notImplemented('the model repository extension (index)') } },
+    {
+      pattern: PATHS.repositoryControl,
+      methods: { POST: notImplemented('the model repository extension (load/unload)') },
+    },
+    { pattern: PATHS.trace, methods: { GET: trace, POST: trace } },
+    {
+      pattern: PATHS.logging,
+      methods: { GET: notImplemented('the logging extension'), POST: notImplemented('the logging extension') },
+    },
+    { pattern: PATHS.shmStatus, methods: { GET: shm } },
+    { pattern: PATHS.shmRegister, methods: { POST: shm } },
+    { pattern: PATHS.shmUnregister, methods: { POST: shm } },
+  ]);
+}
+
+function decodeSegment(s: string | undefined): string {
+  if (s === undefined) return '';
+  try {
+    return decodeURIComponent(s);
+  } catch (err) {
+    throw new InvalidArgError(`malformed percent-encoding in model name '${s}'`, { cause: err });
+  }
+}
+
+/**
+ * Routes one request: unknown path → 404 `{"error":"Not Found"}`, known path with another method → 405 (with
+ * `Allow`), otherwise the handler. Handler errors propagate to the caller, which maps them (respond.ts sendError).
+ */
+export async function dispatch(routes: readonly Route[], base: Omit<RouteContext, 'model' | 'version'>): Promise<void> {
+  const { req, res } = base;
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  for (const route of routes) {
+    const m = route.pattern.exec(path);
+    if (m === null) continue;
+    const handler = route.methods[req.method as Method];
+    if (handler === undefined) {
+      res.setHeader('Allow', Object.keys(route.methods).join(', '));
+      return sendJson(req, res, 405, { error: 'Method Not Allowed' });
+    }
+    const model = decodeSegment(m.groups?.model);
+    return handler({ ...base, model, version: m.groups?.version });
+  }
+  return sendJson(req, res, 404, { error: 'Not Found' });
+}

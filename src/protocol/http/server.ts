@@ -1,0 +1,100 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { InvalidArgError } from '../../core/errors.js';
+import { noopLogger, type Logger } from '../../core/logger.js';
+import type { InferenceServerApi } from '../../server/api.js';
+import { CORE_HANDLERS } from './handlers.js';
+import { sendError } from './respond.js';
+import { buildRoutes, dispatch } from './routes.js';
+
+/**
+ * Nereid's HTTP/REST front end (KServe v2 + Triton extensions) on plain `node:http`. No framework on purpose: the
+ * routes are Triton's fixed regex table, and infer must see the raw body — split at `Inference-Header-Content-Length`
+ * into JSON and binary blobs, size-capped before it is buffered, decompressed under a cap — which body-parsing
+ * middleware would buffer, copy or parse first.
+ */
+
+/** Triton's `--http-max-input-size` default: 64 MiB, applied after decompression. */
+export const DEFAULT_MAX_INPUT_SIZE = 64 * 1024 * 1024;
+
+/**
+ * Idle keep-alive connections live 65 s: longer than the 60 s idle timeout of common load balancers and client
+ * pools, so the server is not the side that closes a connection the client is about to reuse.
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
+export interface HttpServerOptions {
+  host?: string;
+  port: number;
+  /** Largest request body, after decompression, in bytes (default 64 MiB). */
+  maxInputSize?: number;
+  logger?: Logger;
+}
+
+export interface RunningHttpServer {
+  port: number;
+  address: string;
+  /** Stops accepting, closes idle connections, waits for in-flight requests. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Starts the HTTP server and resolves once it listens. */
+export async function startHttpServer(api: InferenceServerApi, opts: HttpServerOptions): Promise<RunningHttpServer> {
+  const logger = opts.logger ?? noopLogger;
+  const maxInputSize = opts.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
+  if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) {
+    throw new InvalidArgError(`--http-max-input-size must be a positive integer, got ${maxInputSize}`);
+  }
+  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
+    throw new InvalidArgError(`--http-port must be an integer in [0, 65535], got ${opts.port}`);
+  }
+  const routes = buildRoutes(CORE_HANDLERS);
+  let inFlight = 0;
+  let closing: Promise<void> | undefined;
+
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    inFlight++;
+    res.once('close', () => {
+      inFlight--;
+      // While shutting down, a connection whose last response just ended is idle: close it so close() can finish.
+      if (closing !== undefined) server.closeIdleConnections();
+    });
+    if (closing !== undefined) res.shouldKeepAlive = false;
+    dispatch(routes, { req, res, api, logger, maxInputSize })
+      .catch((err: unknown) => sendError(req, res, err, logger))
+      .catch((err: unknown) => {
+        // Even the error response failed (socket gone, compression failed): never leave the request hanging.
+        logger.error({ err, url: req.url }, 'failed to send an HTTP error response');
+        res.destroy();
+      });
+  };
+
+  const server = createServer({ keepAlive: true }, onRequest);
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  // Node requires headersTimeout > keepAliveTimeout to avoid racing a reused connection's next request.
+  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (err) => logger.error({ err }, 'HTTP server error'));
+  const info = server.address() as AddressInfo;
+
+  return {
+    port: info.port,
+    address: info.address,
+    close(): Promise<void> {
+      closing ??= new Promise<void>((resolve) => {
+        // server.close stops accepting and (Node ≥ 19) closes idle connections; its callback waits for the rest.
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        if (inFlight === 0) server.closeIdleConnections();
+      });
+      return closing;
+    },
+  };
+}
