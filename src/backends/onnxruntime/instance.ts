@@ -28,8 +28,12 @@ function newWorker(workerData: WorkerInit): Worker {
   return new Worker(code, { eval: true, workerData });
 }
 
-/** How long close() waits for a worker to release its session before terminating it. */
-const CLOSE_GRACE_MS = 2000;
+/**
+ * How long close() waits for a worker to release its session before terminating it. terminate() while the
+ * worker is inside onnxruntime's native code aborts the process (measured: `terminate called after throwing
+ * an instance of 'Napi::Error'`), so it is only the last resort for a worker that is idle but will not exit.
+ */
+const CLOSE_GRACE_MS = 10_000;
 
 function fromWireError(e: WireError): NereidError {
   return new ERROR_CLASSES[e.code](e.message);
@@ -53,30 +57,43 @@ export function startSessionWorker(
   if (signal?.aborted) return Promise.reject(new CancelledError('model load was cancelled'));
   const worker = newWorker(init);
   return new Promise((resolve, reject) => {
+    let settled = false;
+    const settle = (): boolean => {
+      const first = !settled;
+      settled = true;
+      signal?.removeEventListener('abort', onAbort);
+      return first;
+    };
     const cleanup = (): void => {
       worker.off('message', onMessage);
       worker.off('error', onError);
       worker.off('exit', onExit);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    const fail = (err: Error): void => {
-      cleanup();
-      void worker.terminate();
-      reject(err);
     };
     const onMessage = (msg: FromWorker): void => {
       if (msg.type === 'ready') {
         cleanup();
-        resolve({ worker, signature: msg.signature });
+        // Cancelled meanwhile: release the session the way close() does (never terminate(): see #close).
+        if (settle()) resolve({ worker, signature: msg.signature });
+        else if (init.mode === 'instance') worker.postMessage({ type: 'close' } satisfies ToWorker);
       } else if (msg.type === 'load-error') {
-        fail(fromWireError(msg.error));
+        // The worker exits by itself after reporting a load error.
+        cleanup();
+        if (settle()) reject(fromWireError(msg.error));
       }
     };
-    const onError = (err: Error): void =>
-      fail(new InternalError(`onnxruntime worker failed: ${err.message}`, { cause: err }));
-    const onExit = (code: number): void =>
-      fail(new InternalError(`onnxruntime worker exited (code ${code}) while loading`));
-    const onAbort = (): void => fail(new CancelledError('model load was cancelled'));
+    const onError = (err: Error): void => {
+      cleanup();
+      if (settle()) reject(new InternalError(`onnxruntime worker failed: ${err.message}`, { cause: err }));
+    };
+    const onExit = (code: number): void => {
+      cleanup();
+      if (settle()) reject(new InternalError(`onnxruntime worker exited (code ${code}) while loading`));
+    };
+    // Abort rejects at once but lets session creation finish in the worker: terminating a thread inside
+    // onnxruntime's native code aborts the whole process.
+    const onAbort = (): void => {
+      if (settle()) reject(new CancelledError('model load was cancelled'));
+    };
     worker.on('message', onMessage);
     worker.on('error', onError);
     worker.on('exit', onExit);
@@ -206,6 +223,7 @@ export class OrtInstance implements BackendInstance {
     const exited = new Promise<void>((done) => this.#worker.once('exit', () => done()));
     this.#worker.postMessage({ type: 'close' } satisfies ToWorker);
     const timer = setTimeout(() => void this.#worker.terminate(), CLOSE_GRACE_MS);
+    timer.unref();
     await exited;
     clearTimeout(timer);
   }

@@ -21,7 +21,9 @@ export interface WorkerInit {
 export type ToWorker =
   | { type: 'run'; id: number; inputs: WireTensor[]; outputs: string[] }
   /** Release the session and exit; the worker answers nothing more. */
-  | { type: 'close' };
+  | { type: 'close' }
+  /** Fault injection for tests: the worker exits at once with code 70, as a crashed worker would. */
+  | { type: '__crash' };
 
 export interface WireError {
   code: ErrorCode;

@@ -90,6 +90,7 @@ async function serve(session: InferenceSession): Promise<void> {
       session.release().finally(() => port!.close());
       return;
     }
+    if (msg.type === '__crash') process.exit(70);
     void execute(session, runOptions, msg);
   });
 }

@@ -1,0 +1,233 @@
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { addSubModel, ELEM, matmulModel, writeModel } from '../../../test/fixtures/onnx-builder.js';
+import type { ModelConfig } from '../../config/model-config.js';
+import { CancelledError, InternalError, InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { noopLogger } from '../../core/logger.js';
+import type { Tensor } from '../../core/tensor.js';
+import type { LoadedModel } from '../backend.js';
+import { onnxruntimeBackend } from './backend.js';
+import { OrtInstance, startSessionWorker } from './instance.js';
+import { sessionOptionsFor } from './options.js';
+
+const backend = onnxruntimeBackend();
+let dir: string;
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'nereid-ort-'));
+  await writeModel(join(dir, 'simple.onnx'), addSubModel());
+  await mkdir(join(dir, 'dirmodel', 'model.onnx'), { recursive: true });
+  await writeModel(join(dir, 'dirmodel', 'model.onnx', 'model.onnx'), addSubModel(ELEM.FLOAT, [null, 4]));
+  await writeModel(join(dir, 'matmul.onnx'), matmulModel(512));
+});
+after(() => rm(dir, { recursive: true, force: true }));
+
+const load = (file: string, config: ModelConfig = {}): Promise<LoadedModel> =>
+  backend.load({
+    name: 'm',
+    version: 1,
+    config,
+    modelDir: dir,
+    modelPath: join(dir, file),
+    backendConfig: {},
+    logger: noopLogger,
+  });
+
+const int32 = (name: string, shape: number[], f: (i: number) => number): Tensor => ({
+  name,
+  datatype: 'INT32',
+  shape,
+  data: Int32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => f(i)),
+});
+
+describe('onnxruntime backend', () => {
+  it('names itself as Triton does', () => {
+    assert.equal(backend.name, 'onnxruntime');
+    assert.deepEqual(backend.platforms, ['onnxruntime_onnx']);
+    assert.equal(backend.defaultModelFilename, 'model.onnx');
+  });
+
+  it('reads the signature with dynamic dims as -1', async () => {
+    const sig = await backend.signature(join(dir, 'simple.onnx'), { backendConfig: {}, config: {} });
+    assert.deepEqual(sig.inputs, [
+      { name: 'INPUT0', datatype: 'INT32', dims: [-1, 16] },
+      { name: 'INPUT1', datatype: 'INT32', dims: [-1, 16] },
+    ]);
+    assert.deepEqual(
+      sig.outputs.map((o) => o.name),
+      ['OUTPUT0', 'OUTPUT1'],
+    );
+  });
+
+  it('reads a model stored as a directory model.onnx/model.onnx (unknown dims are -1 too)', async () => {
+    const sig = await backend.signature(join(dir, 'dirmodel', 'model.onnx'), { backendConfig: {}, config: {} });
+    assert.deepEqual(sig.inputs[0], { name: 'INPUT0', datatype: 'FP32', dims: [-1, 4] });
+  });
+
+  it('executes add/sub and returns only the requested outputs, in the requested order', async () => {
+    const model = await load('simple.onnx');
+    try {
+      const r = await model.instances[0].execute({
+        inputs: [int32('INPUT0', [2, 16], (i) => i), int32('INPUT1', [2, 16], () => 1)],
+        outputs: ['OUTPUT1'],
+      });
+      assert.equal(r.outputs.length, 1);
+      assert.equal(r.outputs[0].name, 'OUTPUT1');
+      assert.deepEqual(r.outputs[0].shape, [2, 16]);
+      assert.deepEqual(Array.from(r.outputs[0].data as Int32Array).slice(0, 3), [-1, 0, 1]);
+      for (const t of [r.timings.computeInputNs, r.timings.computeInferNs, r.timings.computeOutputNs]) {
+        assert.ok(Number.isInteger(t) && t > 0);
+      }
+      const both = await model.instances[0].execute({
+        inputs: [int32('INPUT0', [1, 16], () => 5), int32('INPUT1', [1, 16], () => 2)],
+        outputs: ['OUTPUT1', 'OUTPUT0'],
+      });
+      assert.deepEqual(
+        both.outputs.map((o) => [o.name, (o.data as Int32Array)[0]]),
+        [
+          ['OUTPUT1', 3],
+          ['OUTPUT0', 7],
+        ],
+      );
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('copies inputs that are views into a larger buffer and leaves that buffer intact', async () => {
+    const model = await load('simple.onnx');
+    try {
+      const body = new Int32Array(40).fill(4);
+      const input: Tensor = { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: body.subarray(4, 20) };
+      const r = await model.instances[0].execute({
+        inputs: [input, { ...input, name: 'INPUT1' }],
+        outputs: ['OUTPUT0'],
+      });
+      assert.equal((r.outputs[0].data as Int32Array)[0], 8);
+      assert.equal(body.length, 40, 'the shared buffer was not detached');
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('BAD INPUT - a shape ORT rejects is a clean INVALID_ARG with its message', async () => {
+    const model = await load('simple.onnx');
+    try {
+      await assert.rejects(
+        model.instances[0].execute({
+          inputs: [int32('INPUT0', [2, 15], () => 0), int32('INPUT1', [2, 16], () => 0)],
+          outputs: ['OUTPUT0'],
+        }),
+        (e: unknown) => e instanceof InvalidArgError && /INPUT0/.test(e.message) && /onnxruntime/.test(e.message),
+      );
+      // The instance is still usable afterwards.
+      const r = await model.instances[0].execute({
+        inputs: [int32('INPUT0', [1, 16], () => 1), int32('INPUT1', [1, 16], () => 1)],
+        outputs: ['OUTPUT0'],
+      });
+      assert.equal((r.outputs[0].data as Int32Array)[0], 2);
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('CANCEL - an execution aborted before it is posted rejects with CANCELLED', async () => {
+    const model = await load('simple.onnx');
+    try {
+      const ac = new AbortController();
+      ac.abort();
+      await assert.rejects(
+        model.instances[0].execute({ inputs: [], outputs: ['OUTPUT0'] }, { signal: ac.signal }),
+        CancelledError,
+      );
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('close is idempotent, and execute after close is refused', async () => {
+    const model = await load('simple.onnx', { instance_group: [{ kind: 'KIND_CPU', count: 2 }] });
+    await Promise.all([model.close(), model.close()]);
+    await model.close();
+    await assert.rejects(model.instances[0].execute({ inputs: [], outputs: [] }));
+  });
+
+  it('BAD CONFIG - KIND_GPU and accelerators fail the load', async () => {
+    await assert.rejects(load('simple.onnx', { instance_group: [{ kind: 'KIND_GPU', count: 1 }] }), UnsupportedError);
+    await assert.rejects(
+      load('simple.onnx', {
+        optimization: { execution_accelerators: { cpu_execution_accelerator: [{ name: 'openvino' }] } },
+      }),
+      /execution accelerator 'openvino' is not available in this build/,
+    );
+  });
+
+  it('BAD MODEL - a file that is not ONNX is a load error, not a crash', async () => {
+    await writeModel(join(dir, 'bad.onnx'), {
+      inputs: [],
+      outputs: [],
+      nodes: [{ op: 'NoSuchOp', inputs: [], outputs: ['y'] }],
+    });
+    await assert.rejects(
+      load('bad.onnx'),
+      (e: unknown) => e instanceof InvalidArgError && /onnxruntime/.test(e.message),
+    );
+  });
+
+  it('two instances run in parallel on two worker threads without blocking the event loop', async () => {
+    const config: ModelConfig = {
+      instance_group: [{ kind: 'KIND_CPU', count: 2 }],
+      parameters: { intra_op_thread_count: { string_value: '1' } },
+    };
+    const model = await load('matmul.onnx', config);
+    const x = (): Tensor => ({
+      name: 'X',
+      datatype: 'FP32',
+      shape: [1024, 512],
+      data: new Float32Array(1024 * 512).fill(0.5),
+    });
+    const run = (i: number): Promise<unknown> => model.instances[i].execute({ inputs: [x()], outputs: ['Y'] });
+    try {
+      await Promise.all([run(0), run(1)]); // warm-up
+      let t = performance.now();
+      for (let k = 0; k < 3; k++) await run(0);
+      const serial = (performance.now() - t) / 3;
+      let maxGap = 0;
+      let last = performance.now();
+      const ticker = setInterval(() => {
+        const now = performance.now();
+        maxGap = Math.max(maxGap, now - last);
+        last = now;
+      }, 1);
+      t = performance.now();
+      for (let k = 0; k < 3; k++) await Promise.all([run(0), run(1)]);
+      const parallel = (performance.now() - t) / 3;
+      clearInterval(ticker);
+      // Two runs on two threads take well under twice one run; the event loop keeps ticking meanwhile.
+      assert.ok(parallel < serial * 1.7, `two runs took ${parallel.toFixed(1)} ms, one ${serial.toFixed(1)} ms`);
+      assert.ok(
+        maxGap < Math.max(20, serial / 2),
+        `event loop stalled ${maxGap.toFixed(1)} ms (run ${serial.toFixed(1)} ms)`,
+      );
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('a worker crash fails in-flight executions with INTERNAL and the instance reports it', async () => {
+    const { session, run } = sessionOptionsFor({});
+    const started = await startSessionWorker({ mode: 'instance', modelPath: join(dir, 'matmul.onnx'), session, run });
+    const instance = new OrtInstance('crash', started, noopLogger);
+    const x: Tensor = { name: 'X', datatype: 'FP32', shape: [1024, 512], data: new Float32Array(1024 * 512) };
+    const inflight = instance.execute({ inputs: [x], outputs: ['Y'] });
+    // terminate() mid-run would abort the process (onnxruntime native code); the worker exits instead.
+    started.worker.postMessage({ type: '__crash' });
+    await assert.rejects(inflight, InternalError);
+    assert.ok(instance.failure instanceof InternalError);
+    await assert.rejects(instance.execute({ inputs: [], outputs: ['Y'] }), InternalError);
+    await instance.close();
+  });
+});
