@@ -225,7 +225,9 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
 
   it('BAD CALL - a body over --http-max-input-size is refused before it is read, and the server keeps serving', async () => {
     const big = Buffer.alloc(LIMIT + 1, 0x20);
-    const r = await raw(base + infer, { body: big }).catch((e: unknown) => e);
+    const r = await raw(base + infer, { body: big }).catch((e: unknown) =>
+      e instanceof Error ? e : new Error(String(e)),
+    );
     if (!(r instanceof Error)) {
       assert.equal(r.status, 400);
       assert.match(
@@ -239,7 +241,9 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
 
   it('BAD CALL - a chunked body over the limit is 400', async () => {
     const chunks = range(5).map(() => Buffer.alloc(64 * 1024, 0x20));
-    const r = await raw(base + infer, { chunks }).catch((e: unknown) => e);
+    const r = await raw(base + infer, { chunks }).catch((e: unknown) =>
+      e instanceof Error ? e : new Error(String(e)),
+    );
     if (!(r instanceof Error)) {
       assert.equal(r.status, 400);
       assert.match(r.body.toString(), /exceeds the maximum allowed input size of 262144 bytes/);
@@ -298,7 +302,9 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
 
   it('BAD CALL - too many non-empty chunks is 400', async () => {
     const chunks = range(65537).map(() => Buffer.from(' '));
-    const r = await raw(base + infer, { chunks }).catch((e: unknown) => e);
+    const r = await raw(base + infer, { chunks }).catch((e: unknown) =>
+      e instanceof Error ? e : new Error(String(e)),
+    );
     if (!(r instanceof Error)) {
       assert.equal(r.status, 400);
       assert.match(r.body.toString(), /exceeds maximum of 65536 non-empty chunks/);
