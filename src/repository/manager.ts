@@ -1,7 +1,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/backend.js';
-import { parseModelConfigOrThrow } from '../config/index.js';
+import { configErrorsToException, parseModelConfigOrThrow, validateModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -91,6 +91,8 @@ export class ModelRepository {
         defaultMaxBatchSize: parsePositiveInt(backendConfig['default-max-batch-size'], 4),
         logger: log,
       });
+      const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
+      if (problems.length > 0) throw configErrorsToException(problems);
       model.config = Object.freeze(config);
       model.labels = await readLabels(dir, config);
       await Promise.all(selected.map((v) => this.#loadVersion(model, v, join(dir, String(v), fileName), backend)));
