@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { NereidError } from '../../core/errors.js';
+import { encodeBytes } from '../../core/tensor.js';
+import { decodeInferRequest, decodeRawRequest, parseHeaderLength } from './infer-request.js';
+import { encodeInferResponse, parametersToJson } from './infer-response.js';
+
+const fails = (code: string, re: RegExp) => (err: unknown) =>
+  err instanceof NereidError && err.code === code && re.test(err.message);
+
+const withBlobs = (header: unknown, ...blobs: Uint8Array[]) => {
+  const h = Buffer.from(JSON.stringify(header));
+  const body = new Uint8Array(Buffer.concat([h, ...blobs]));
+  return { body, headerLength: h.length };
+};
+
+describe('parseHeaderLength', () => {
+  it('accepts 0..body length and no header', () => {
+    assert.equal(parseHeaderLength(undefined, 10), undefined);
+    assert.equal(parseHeaderLength('0', 10), 0);
+    assert.equal(parseHeaderLength(' 10 ', 10), 10);
+  });
+  it('BAD CALL - rejects non-numeric, out-of-int32 and out-of-body values', () => {
+    assert.throws(
+      () => parseHeaderLength('1e3', 10),
+      fails('INVALID_ARG', /Unable to parse Inference-Header-Content-Length, got: 1e3/),
+    );
+    assert.throws(() => parseHeaderLength('99999999999', 10), fails('INVALID_ARG', /out of range/));
+    assert.throws(() => parseHeaderLength('-1', 10), fails('INVALID_ARG', /should be in range \[0, 10\], got: -1/));
+    assert.throws(() => parseHeaderLength('11', 10), fails('INVALID_ARG', /should be in range/));
+  });
+});
+
+describe('decodeInferRequest', () => {
+  it('decodes JSON inputs, parameters, outputs and the binary plan', () => {
+    const body = Buffer.from(
+      JSON.stringify({
+        id: 'x',
+        parameters: { binary_data_output: true, priority: 2, sequence_id: 'abc' },
+        inputs: [{ name: 'A', datatype: 'FP32', shape: [2], data: [1, 2], parameters: { note: 'n' } }],
+        outputs: [{ name: 'P', parameters: { classification: 3, binary_data: false } }, { name: 'Q' }],
+      }),
+    );
+    const { request, plan } = decodeInferRequest('m', '1', new Uint8Array(body), undefined);
+    assert.equal(request.id, 'x');
+    assert.deepEqual(request.parameters, { priority: 2, sequence_id: 'abc' });
+    assert.deepEqual(request.inputs[0].data, Float32Array.from([1, 2]));
+    assert.deepEqual(request.inputs[0].parameters, { note: 'n' });
+    assert.deepEqual(request.outputs, [{ name: 'P', classCount: 3 }, { name: 'Q' }]);
+    assert.equal(plan.binaryDefault, true);
+    assert.equal(plan.binary.get('P'), false);
+    assert.equal(plan.binary.get('Q'), true);
+  });
+
+  it('views binary blobs in order, without copying aligned data', () => {
+    const a = Buffer.from(Int32Array.from([1, 2]).buffer);
+    const s = encodeBytes([Buffer.from('hi'), Buffer.from('')]);
+    const header = {
+      inputs: [
+        { name: 'A', datatype: 'INT32', shape: [2], parameters: { binary_data_size: 8 } },
+        { name: 'S', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: s.byteLength } },
+      ],
+    };
+    const { body, headerLength } = withBlobs(header, a, s);
+    const { request } = decodeInferRequest('m', undefined, body, headerLength);
+    assert.deepEqual(Array.from(request.inputs[0].data as Int32Array), [1, 2]);
+    assert.deepEqual(
+      (request.inputs[1].data as Uint8Array[]).map((e) => Buffer.from(e).toString()),
+      ['hi', ''],
+    );
+    assert.equal(request.inputs[1].parameters, undefined, 'binary_data_size is consumed');
+  });
+
+  it('BAD CALL - rejects blob size mismatches, overruns and leftovers', () => {
+    const header = (n: number) => ({
+      inputs: [{ name: 'A', datatype: 'INT32', shape: [2], parameters: { binary_data_size: n } }],
+    });
+    let r = withBlobs(header(8), new Uint8Array(4));
+    assert.throws(
+      () => decodeInferRequest('m', undefined, r.body, r.headerLength),
+      fails('INVALID_ARG', /unexpected size for input 'A', expecting 8 additional bytes for model 'm'/),
+    );
+    r = withBlobs(header(8), new Uint8Array(9));
+    assert.throws(
+      () => decodeInferRequest('m', undefined, r.body, r.headerLength),
+      fails('INVALID_ARG', /unexpected additional input data for model 'm'/),
+    );
+    r = withBlobs(header(4), new Uint8Array(4));
+    assert.throws(
+      () => decodeInferRequest('m', undefined, r.body, r.headerLength),
+      fails('INVALID_ARG', /input byte size mismatch for input 'A' for model 'm'. Expected 8, got 4/),
+    );
+  });
+
+  it('BAD CALL - rejects duplicate inputs, bad parameters and shared memory', () => {
+    const dec = (doc: unknown) => () =>
+      decodeInferRequest('m', undefined, new Uint8Array(Buffer.from(JSON.stringify(doc))), undefined);
+    const inp = { name: 'A', datatype: 'INT32', shape: [1], data: [1] };
+    assert.throws(dec({ inputs: [inp, inp] }), fails('INVALID_ARG', /input 'A' already exists in request/));
+    assert.throws(
+      dec({ inputs: [inp], parameters: { x: { y: 1 } } }),
+      fails('INVALID_ARG', /parameter 'x' .* must be a string, number or boolean, got object/),
+    );
+    assert.throws(
+      dec({ inputs: [inp], parameters: { binary_data_output: 'yes' } }),
+      fails('INVALID_ARG', /must be a boolean/),
+    );
+    assert.throws(
+      dec({ inputs: [inp], outputs: [{ name: 'O', parameters: { classification: -1 } }] }),
+      fails('INVALID_ARG', /non-negative integer/),
+    );
+    assert.throws(
+      dec({ inputs: [{ ...inp, parameters: { shared_memory_region: 'r' } }] }),
+      fails('UNSUPPORTED', /shared memory/),
+    );
+  });
+});
+
+describe('decodeRawRequest', () => {
+  const meta = (datatype: 'FP32' | 'BYTES', shape: number[]) => ({
+    name: 'm',
+    versions: ['1'],
+    platform: 'onnxruntime_onnx',
+    inputs: [{ name: 'IN', datatype, shape }],
+    outputs: [],
+  });
+  it('treats the body as the only input, batch 1, every output binary', () => {
+    const body = new Uint8Array(Float32Array.from([1, 2, 3, 4]).buffer);
+    const { request, plan } = decodeRawRequest('m', undefined, body, meta('FP32', [-1, -1]), 8);
+    assert.deepEqual(request.inputs[0].shape, [1, 4]);
+    assert.equal(plan.binaryDefault, true);
+    const bytes = decodeRawRequest('m', undefined, new Uint8Array([104, 105]), meta('BYTES', [1]), 0);
+    assert.deepEqual(bytes.request.inputs[0].shape, [1]);
+  });
+  it('BAD CALL - refuses models it cannot deduce the input of', () => {
+    const two = {
+      ...meta('FP32', [4]),
+      inputs: [meta('FP32', [4]).inputs[0], { name: 'B', datatype: 'FP32' as const, shape: [4] }],
+    };
+    assert.throws(
+      () => decodeRawRequest('m', undefined, new Uint8Array(16), two, 0),
+      fails('INVALID_ARG', /Raw request must only have 1 input/),
+    );
+    assert.throws(
+      () => decodeRawRequest('m', undefined, new Uint8Array(12), meta('FP32', [4]), 0),
+      fails('INVALID_ARG', /byte size mismatch/),
+    );
+    assert.throws(
+      () => decodeRawRequest('m', undefined, new Uint8Array(4), meta('BYTES', [2]), 0),
+      fails('INVALID_ARG', /must have input shape \[1\]/),
+    );
+  });
+});
+
+describe('encodeInferResponse', () => {
+  const response = {
+    model: 'm',
+    version: '1',
+    id: 'r1',
+    parameters: { big: 2n ** 60n, s: 'x' },
+    outputs: [
+      { name: 'A', datatype: 'INT64' as const, shape: [2], data: BigInt64Array.from([1n, 2n ** 62n]) },
+      { name: 'S', datatype: 'BYTES' as const, shape: [1], data: [Buffer.from('hé')] },
+    ],
+  };
+  it('writes JSON outputs with exact integers and the request id', () => {
+    const enc = encodeInferResponse(response, { binaryDefault: false, binary: new Map() });
+    assert.equal(enc.headerLength, undefined);
+    const text = enc.header.toString();
+    assert.match(text, /"data":\[1,4611686018427387904\]/);
+    assert.match(text, /"parameters":\{"big":1152921504606846976,"s":"x"\}/);
+    assert.equal(JSON.parse(text).id, 'r1');
+    assert.deepEqual(JSON.parse(text).outputs[1].data, ['hé']);
+  });
+  it('appends binary blobs in output order with binary_data_size', () => {
+    const enc = encodeInferResponse(response, {
+      binaryDefault: false,
+      binary: new Map([
+        ['A', true],
+        ['S', true],
+      ]),
+    });
+    assert.equal(enc.headerLength, enc.header.length);
+    const json = JSON.parse(enc.header.toString());
+    assert.equal(json.outputs[0].parameters.binary_data_size, 16);
+    assert.equal(json.outputs[1].parameters.binary_data_size, 4 + 3);
+    assert.equal(enc.blobs[0].buffer, (response.outputs[0].data as BigInt64Array).buffer, 'fixed-size blobs are views');
+    assert.deepEqual(Array.from(enc.blobs[1]), [3, 0, 0, 0, 0x68, 0xc3, 0xa9]);
+  });
+  it('parametersToJson prints bigint exactly', () => {
+    assert.equal(parametersToJson({ a: 2n ** 64n - 1n, b: true }), '{"a":18446744073709551615,"b":true}');
+  });
+});
