@@ -74,13 +74,21 @@ async function main(): Promise<void> {
     INPUT0: new ort.Tensor('int32', new Int32Array(16), [1, 16]),
     INPUT1: new ort.Tensor('int32', new Int32Array(16), [1, 16]),
   };
-  for (const c of [1, 16]) results.push(await loop('raw onnxruntime-node', c, async () => void (await session.run(feeds))));
+  for (const c of [1, 16])
+    results.push(await loop('raw onnxruntime-node', c, async () => void (await session.run(feeds))));
   await session.release();
 
   const t0 = performance.now();
   const child = spawn(
     process.execPath,
-    [`${root}/dist/cli/main.js`, 'serve', '--model-repository', `${root}/examples/model_repository`, '--http-port=18000', '--log-info=false'],
+    [
+      `${root}/dist/cli/main.js`,
+      'serve',
+      '--model-repository',
+      `${root}/examples/model_repository`,
+      '--http-port=18000',
+      '--log-info=false',
+    ],
     { stdio: 'inherit' },
   );
   try {
@@ -107,7 +115,11 @@ async function main(): Promise<void> {
             path: '/v2/models/simple/infer',
             method: 'POST',
             agent,
-            headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': headerLength, 'content-length': body.length },
+            headers: {
+              'content-type': 'application/octet-stream',
+              'inference-header-content-length': headerLength,
+              'content-length': body.length,
+            },
           },
           (res) => {
             res.on('data', () => {});
@@ -120,12 +132,16 @@ async function main(): Promise<void> {
     for (const c of [1, 16]) results.push(await loop('nereid HTTP binary', c, once));
     const loaded = rssMiB(child.pid as number);
     agent.destroy();
-    console.log(`start-to-ready: ${ready.toFixed(0)} ms; idle RSS: ${idle.toFixed(1)} MiB; RSS after load: ${loaded.toFixed(1)} MiB`);
+    console.log(
+      `start-to-ready: ${ready.toFixed(0)} ms; idle RSS: ${idle.toFixed(1)} MiB; RSS after load: ${loaded.toFixed(1)} MiB`,
+    );
     console.log('| scenario | concurrency | req/s | p50 µs | p99 µs | ratio to raw |');
     console.log('|---|---|---|---|---|---|');
     for (const r of results) {
       const raw = results.find((x) => x.name.startsWith('raw') && x.concurrency === r.concurrency) as Result;
-      console.log(`| ${r.name} | ${r.concurrency} | ${r.rps.toFixed(0)} | ${r.p50_us.toFixed(0)} | ${r.p99_us.toFixed(0)} | ${(r.rps / raw.rps).toFixed(2)} |`);
+      console.log(
+        `| ${r.name} | ${r.concurrency} | ${r.rps.toFixed(0)} | ${r.p50_us.toFixed(0)} | ${r.p99_us.toFixed(0)} | ${(r.rps / raw.rps).toFixed(2)} |`,
+      );
     }
   } finally {
     child.kill('SIGTERM');

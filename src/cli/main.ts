@@ -32,7 +32,9 @@ async function runServe(argv: string[]): Promise<number> {
     if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
   }
   if (v['model-control-mode'] !== 'none') {
-    logger.warn(`--model-control-mode=${v['model-control-mode']} is not implemented yet; models load as in mode 'none'`);
+    logger.warn(
+      `--model-control-mode=${v['model-control-mode']} is not implemented yet; models load as in mode 'none'`,
+    );
   }
   const started = process.hrtime.bigint();
   const running = await serve({
@@ -52,10 +54,13 @@ async function runServe(argv: string[]): Promise<number> {
   logger.info({ ms: Math.round(ms) }, `nereid ${NEREID_VERSION} ready`);
   const stop = (signal: string): void => {
     logger.info(`${signal} received: stopping`);
-    const timer = setTimeout(() => {
-      logger.error(`exit timeout of ${v['exit-timeout-secs']}s reached with work in flight`);
-      process.exit(1);
-    }, (v['exit-timeout-secs'] as number) * 1000);
+    const timer = setTimeout(
+      () => {
+        logger.error(`exit timeout of ${v['exit-timeout-secs']}s reached with work in flight`);
+        process.exit(1);
+      },
+      (v['exit-timeout-secs'] as number) * 1000,
+    );
     timer.unref();
     running.close().then(
       () => process.exit(0),
@@ -77,7 +82,9 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
-    process.stdout.write(`nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n`);
+    process.stdout.write(
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n`,
+    );
     return cmd === undefined ? 2 : 0;
   }
   if (cmd !== 'serve') {

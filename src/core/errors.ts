@@ -5,14 +5,7 @@
 
 /** Triton's status codes, as named by TRITONSERVER_Error_Code. */
 export type ErrorCode =
-  | 'INVALID_ARG'
-  | 'NOT_FOUND'
-  | 'ALREADY_EXISTS'
-  | 'UNAVAILABLE'
-  | 'UNSUPPORTED'
-  | 'CANCELLED'
-  | 'INTERNAL'
-  | 'UNKNOWN';
+  'INVALID_ARG' | 'NOT_FOUND' | 'ALREADY_EXISTS' | 'UNAVAILABLE' | 'UNSUPPORTED' | 'CANCELLED' | 'INTERNAL' | 'UNKNOWN';
 
 /** Base class of every error Nereid raises on purpose. */
 export class NereidError extends Error {

@@ -29,19 +29,31 @@ describe('auto-complete (onnxruntime rules)', () => {
 
   it('fills only the missing side and a scalar becomes dims [1] with reshape []', () => {
     const sig: ModelSignature = { inputs: batchable.inputs, outputs: [{ name: 'S', datatype: 'INT64', dims: [-1] }] };
-    const c = completeConfig({ max_batch_size: 2, input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [3] }] }, sig, 'm', opts);
+    const c = completeConfig(
+      { max_batch_size: 2, input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [3] }] },
+      sig,
+      'm',
+      opts,
+    );
     assert.deepEqual(c.output, [{ name: 'S', data_type: 'TYPE_INT64', dims: [1], reshape: { shape: [] } }]);
   });
 
   it('BAD CONFIG - non-zero max_batch_size on a model that cannot batch', () => {
-    const sig: ModelSignature = { inputs: [{ name: 'X', datatype: 'FP32', dims: [3] }], outputs: [{ name: 'Y', datatype: 'FP32', dims: [3] }] };
-    assert.throws(() => completeConfig({ max_batch_size: 8 }, sig, 'm', opts), /does not support batching .* max_batch_size: 8/);
+    const sig: ModelSignature = {
+      inputs: [{ name: 'X', datatype: 'FP32', dims: [3] }],
+      outputs: [{ name: 'Y', datatype: 'FP32', dims: [3] }],
+    };
+    assert.throws(
+      () => completeConfig({ max_batch_size: 8 }, sig, 'm', opts),
+      /does not support batching .* max_batch_size: 8/,
+    );
   });
 
   it('BAD CONFIG - an input the model lacks, or a model input the config lacks', () => {
     const full = { max_batch_size: 4, output: [{ name: 'Y', data_type: 'TYPE_FP32' as const, dims: [2] }] };
     assert.throws(
-      () => completeConfig({ ...full, input: [{ name: 'Z', data_type: 'TYPE_FP32', dims: [3] }] }, batchable, 'm', opts),
+      () =>
+        completeConfig({ ...full, input: [{ name: 'Z', data_type: 'TYPE_FP32', dims: [3] }] }, batchable, 'm', opts),
       /declares input 'Z', but the model file's inputs are \['X'\]/,
     );
     assert.throws(

@@ -213,7 +213,10 @@ async function readLabels(dir: string, config: ModelConfig): Promise<Map<string,
         `output '${o.name}': cannot read label_filename '${o.label_filename}': ${err.message}`,
       );
     });
-    labels.set(o.name as string, text.split(/\r?\n/).filter((l, i, a) => l !== '' || i < a.length - 1));
+    labels.set(
+      o.name as string,
+      text.split(/\r?\n/).filter((l, i, a) => l !== '' || i < a.length - 1),
+    );
   }
   return labels;
 }
@@ -222,7 +225,10 @@ function parsePositiveInt(s: string | undefined, fallback: number): number {
   if (s === undefined) return fallback;
   const n = Number(s);
   if (!Number.isInteger(n) || n < 0) {
-    throw new NereidError('INVALID_ARG', `backend-config default-max-batch-size must be a non-negative integer, got '${s}'`);
+    throw new NereidError(
+      'INVALID_ARG',
+      `backend-config default-max-batch-size must be a non-negative integer, got '${s}'`,
+    );
   }
   return n;
 }

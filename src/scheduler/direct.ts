@@ -57,12 +57,15 @@ export class DirectScheduler implements Scheduler {
       const instance = this.#idle.shift() as BackendInstance;
       if (item.onAbort) item.signal?.removeEventListener('abort', item.onAbort);
       this.#inflight++;
-      instance.execute(item.request).then(item.resolve, item.reject).finally(() => {
-        this.#inflight--;
-        this.#idle.push(instance);
-        this.#pump();
-        this.#checkDrained();
-      });
+      instance
+        .execute(item.request)
+        .then(item.resolve, item.reject)
+        .finally(() => {
+          this.#inflight--;
+          this.#idle.push(instance);
+          this.#pump();
+          this.#checkDrained();
+        });
     }
   }
 

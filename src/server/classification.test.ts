@@ -6,7 +6,12 @@ const text = (d: unknown): string[] => (d as Uint8Array[]).map((b) => new TextDe
 
 describe('classification', () => {
   it('returns the top k per batch item as value:index:label, highest first', () => {
-    const t = { name: 'P', datatype: 'FP32' as const, shape: [2, 3], data: new Float32Array([0.1, 0.7, 0.2, 0.5, 0.25, 0.25]) };
+    const t = {
+      name: 'P',
+      datatype: 'FP32' as const,
+      shape: [2, 3],
+      data: new Float32Array([0.1, 0.7, 0.2, 0.5, 0.25, 0.25]),
+    };
     const out = classify(t, 2, true, ['a', 'b', 'c']);
     assert.deepEqual(out.shape, [2, 2]);
     assert.equal(out.datatype, 'BYTES');

@@ -52,7 +52,9 @@ export function validateRequest(req: InferRequest, model: string, config: ModelC
     if (mbs > 0) {
       const b = shape[0];
       if (b < 1 || b > mbs) {
-        throw new InvalidArgError(`inference request batch-size must be <= ${mbs} for '${model}'` + (b < 1 ? ' and >= 1' : ''));
+        throw new InvalidArgError(
+          `inference request batch-size must be <= ${mbs} for '${model}'` + (b < 1 ? ' and >= 1' : ''),
+        );
       }
       if (batchSize !== -1 && b !== batchSize) {
         throw new InvalidArgError(
@@ -106,7 +108,9 @@ function validateOutputs(
     if (seen.has(o.name)) throw new InvalidArgError(`output '${o.name}' already exists in request`);
     seen.add(o.name);
     if (o.classCount !== undefined && (!Number.isInteger(o.classCount) || o.classCount < 0)) {
-      throw new InvalidArgError(`output '${o.name}': classification count must be a non-negative integer, got ${o.classCount}`);
+      throw new InvalidArgError(
+        `output '${o.name}': classification count must be a non-negative integer, got ${o.classCount}`,
+      );
     }
   }
   return requested;

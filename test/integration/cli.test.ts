@@ -40,7 +40,14 @@ describe('nereid CLI', () => {
   it('prints help listing Triton flag names', async () => {
     const r = await run(['serve', '--help']);
     assert.equal(r.code, 0);
-    for (const f of ['--model-repository', '--http-port', '--backend-config', '--strict-model-config', '--exit-on-error', '--log-verbose']) {
+    for (const f of [
+      '--model-repository',
+      '--http-port',
+      '--backend-config',
+      '--strict-model-config',
+      '--exit-on-error',
+      '--log-verbose',
+    ]) {
       assert.ok(r.stdout.includes(f), f);
     }
   });

@@ -6,7 +6,9 @@ import { after, before, describe, it } from 'node:test';
 import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
 /** A scratch repository holding copies of example models, with configs the test rewrites. */
-async function scratchRepo(models: Record<string, { from: string; config?: string; versions?: number[] }>): Promise<string> {
+async function scratchRepo(
+  models: Record<string, { from: string; config?: string; versions?: number[] }>,
+): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'nereid-repo-'));
   for (const [name, spec] of Object.entries(models)) {
     const dir = join(root, name);
@@ -56,7 +58,13 @@ describe('Model repository', () => {
         assert.equal((await fetch(`${s.url}/v2/models/${m}/ready`)).status, 200, m);
       }
       const { body } = await getJson(`${s.url}/v2/models/text_encoder/config`);
-      const cfg = body as { input: { name: string; data_type: string; dims: number[] }[]; output: unknown[]; max_batch_size: number; dynamic_batching?: unknown; instance_group: { kind: string; count: number }[] };
+      const cfg = body as {
+        input: { name: string; data_type: string; dims: number[] }[];
+        output: unknown[];
+        max_batch_size: number;
+        dynamic_batching?: unknown;
+        instance_group: { kind: string; count: number }[];
+      };
       assert.deepEqual(
         cfg.input.map((i) => [i.name, i.data_type, i.dims]),
         [
@@ -67,7 +75,10 @@ describe('Model repository', () => {
       );
       assert.equal(cfg.max_batch_size, 8);
       assert.ok(cfg.dynamic_batching, 'dynamic_batching {} added when max_batch_size > 1');
-      assert.deepEqual(cfg.instance_group.map((g) => [g.kind, g.count]), [['KIND_CPU', 2]]);
+      assert.deepEqual(
+        cfg.instance_group.map((g) => [g.kind, g.count]),
+        [['KIND_CPU', 2]],
+      );
     } finally {
       await s.close();
     }
@@ -80,7 +91,8 @@ describe('Model repository', () => {
         simple: { from: 'simple' },
         broken: {
           from: 'simple',
-          config: 'name: "broken"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\ninput [\n  {\n    name: "INPUT0"\n    dimz: [ 16 ]\n  }\n]\n',
+          config:
+            'name: "broken"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\ninput [\n  {\n    name: "INPUT0"\n    dimz: [ 16 ]\n  }\n]\n',
         },
       });
       cleanup.push(root);
@@ -94,7 +106,10 @@ describe('Model repository', () => {
       assert.equal((await fetch(`${s.url}/v2/health/ready`)).status, 400, 'strict readiness: not every model is ready');
       const broken = s.server.models().find((m) => m.name === 'broken');
       assert.equal(broken?.state, 'UNAVAILABLE');
-      assert.match(broken?.reason ?? '', /broken\/config\.pbtxt:7:5: unknown field 'dimz' in ModelInput; did you mean 'dims'\?/);
+      assert.match(
+        broken?.reason ?? '',
+        /broken\/config\.pbtxt:7:5: unknown field 'dimz' in ModelInput; did you mean 'dims'\?/,
+      );
     });
 
     it('BAD CALL - infer on the broken model is 404', async () => {
@@ -124,20 +139,31 @@ describe('Model repository', () => {
     const cfg = (await simpleConfig()).replace('TYPE_INT32', 'TYPE_FP32');
     const root = await scratchRepo({ simple: { from: 'simple', config: cfg } });
     cleanup.push(root);
-    await assert.rejects(startNereid({ repositories: [root] }), /INT32 in the model file, but config\.pbtxt says data_type: TYPE_FP32/);
+    await assert.rejects(
+      startNereid({ repositories: [root] }),
+      /INT32 in the model file, but config\.pbtxt says data_type: TYPE_FP32/,
+    );
   });
 
   it('loads the latest version by default, all versions with version_policy all, and only the listed ones with specific', async () => {
     const base = await simpleConfig();
     const root = await scratchRepo({
       latest: { from: 'simple', config: base.replace('"simple"', '"latest"'), versions: [1, 2, 3] },
-      every: { from: 'simple', config: base.replace('"simple"', '"every"') + 'version_policy: { all: {} }\n', versions: [1, 2] },
+      every: {
+        from: 'simple',
+        config: base.replace('"simple"', '"every"') + 'version_policy: { all: {} }\n',
+        versions: [1, 2],
+      },
       some: {
         from: 'simple',
         config: base.replace('"simple"', '"some"') + 'version_policy: { specific: { versions: [1, 3] } }\n',
         versions: [1, 2, 3],
       },
-      two: { from: 'simple', config: base.replace('"simple"', '"two"') + 'version_policy: { latest: { num_versions: 2 } }\n', versions: [1, 2, 3] },
+      two: {
+        from: 'simple',
+        config: base.replace('"simple"', '"two"') + 'version_policy: { latest: { num_versions: 2 } }\n',
+        versions: [1, 2, 3],
+      },
     });
     await mkdir(join(root, 'latest', 'not_a_version'));
     await mkdir(join(root, 'latest', '07'));
@@ -163,14 +189,28 @@ describe('Model repository', () => {
     const root = await scratchRepo({ bare: { from: 'simple', config: '' } });
     await rm(join(root, 'bare', 'config.pbtxt'));
     cleanup.push(root);
-    const s = await startNereid({ repositories: [root], backendConfig: new Map([['onnxruntime', { 'default-max-batch-size': '6' }]]) });
+    const s = await startNereid({
+      repositories: [root],
+      backendConfig: new Map([['onnxruntime', { 'default-max-batch-size': '6' }]]),
+    });
     try {
       const { body } = await getJson(`${s.url}/v2/models/bare/config`);
-      const cfg = body as { name: string; backend: string; max_batch_size: number; input: { name: string; dims: number[] }[] };
+      const cfg = body as {
+        name: string;
+        backend: string;
+        max_batch_size: number;
+        input: { name: string; dims: number[] }[];
+      };
       assert.equal(cfg.name, 'bare');
       assert.equal(cfg.backend, 'onnxruntime');
       assert.equal(cfg.max_batch_size, 6, 'default-max-batch-size from --backend-config');
-      assert.deepEqual(cfg.input.map((i) => [i.name, i.dims]), [['INPUT0', [16]], ['INPUT1', [16]]]);
+      assert.deepEqual(
+        cfg.input.map((i) => [i.name, i.dims]),
+        [
+          ['INPUT0', [16]],
+          ['INPUT1', [16]],
+        ],
+      );
     } finally {
       await s.close();
     }
