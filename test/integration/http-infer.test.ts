@@ -271,6 +271,11 @@ describe('HTTP infer (real server, simple/classifier models)', () => {
     assert.equal(config.input[0].data_type, 'TYPE_INT32');
   });
 
+  it('keeps bodyless GET connections alive (regression: they were answered with Connection: close)', async () => {
+    const r = await raw(`${base}/v2/health/ready`, { headers: { Connection: 'keep-alive' } });
+    assert.equal(r.headers.connection, 'keep-alive');
+  });
+
   it('keeps serving after a client disconnects mid-request', async () => {
     const controller = new AbortController();
     const p = fetch(`${base}/v2/models/simple/infer`, {

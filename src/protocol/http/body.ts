@@ -82,7 +82,12 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Uint8Arra
   });
 }
 
-/** Whether the request body was left (partly) unread, so the connection cannot be reused for the next request. */
+/**
+ * Whether the request has a body that was left (partly) unread, so the connection cannot be reused for the next
+ * request. A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3), whatever `complete`
+ * says at the time (Node sets it only once the empty body has been "read").
+ */
 export function bodyUnread(req: IncomingMessage): boolean {
-  return !req.complete;
+  const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  return hasBody && !req.complete;
 }

@@ -92,7 +92,6 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
         // server.close stops accepting and (Node ≥ 19) closes idle connections; its callback waits for the rest.
         server.close(() => resolve());
         server.closeIdleConnections();
-        if (inFlight === 0) server.closeIdleConnections();
       });
       return closing;
     },
