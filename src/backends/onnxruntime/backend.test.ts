@@ -8,7 +8,7 @@ import type { ModelConfig } from '../../config/model-config.js';
 import { CancelledError, InternalError, InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { noopLogger } from '../../core/logger.js';
 import type { Tensor } from '../../core/tensor.js';
-import type { LoadedModel } from '../backend.js';
+import type { ExecuteResult, LoadedModel } from '../backend.js';
 import { onnxruntimeBackend } from './backend.js';
 import { OrtInstance, startSessionWorker } from './instance.js';
 import { sessionOptionsFor } from './options.js';
@@ -183,18 +183,17 @@ describe('onnxruntime backend', () => {
       parameters: { intra_op_thread_count: { string_value: '1' } },
     };
     const model = await load('matmul.onnx', config);
-    const x = (): Tensor => ({
+    const input = (rows: number): Tensor => ({
       name: 'X',
       datatype: 'FP32',
-      shape: [1024, 512],
-      data: new Float32Array(1024 * 512).fill(0.5),
+      shape: [rows, 512],
+      data: new Float32Array(rows * 512).fill(0.5),
     });
-    const run = (i: number): Promise<unknown> => model.instances[i].execute({ inputs: [x()], outputs: ['Y'] });
+    const run = (i: number, x: Tensor): Promise<ExecuteResult> =>
+      model.instances[i].execute({ inputs: [x], outputs: ['Y'] });
     try {
-      await Promise.all([run(0), run(1)]); // warm-up
-      let t = performance.now();
-      for (let k = 0; k < 3; k++) await run(0);
-      const serial = (performance.now() - t) / 3;
+      await Promise.all([run(0, input(1)), run(1, input(1))]); // warm-up
+      const [big, small] = [input(8192), input(1)];
       let maxGap = 0;
       let last = performance.now();
       const ticker = setInterval(() => {
@@ -202,15 +201,20 @@ describe('onnxruntime backend', () => {
         maxGap = Math.max(maxGap, now - last);
         last = now;
       }, 1);
-      t = performance.now();
-      for (let k = 0; k < 3; k++) await Promise.all([run(0), run(1)]);
-      const parallel = (performance.now() - t) / 3;
+      // A long run on instance 0 and a tiny one on instance 1, posted right after: on two threads the tiny one
+      // finishes first; on one thread it would wait for the long one. (A wall-clock speed-up is not a robust
+      // check on a 2-vCPU CI box.)
+      const order: number[] = [];
+      const long = run(0, big).then((r) => (order.push(0), r));
+      const short = run(1, small).then((r) => (order.push(1), r));
+      const [l] = await Promise.all([long, short]);
       clearInterval(ticker);
-      // Two runs on two threads take well under twice one run; the event loop keeps ticking meanwhile.
-      assert.ok(parallel < serial * 1.7, `two runs took ${parallel.toFixed(1)} ms, one ${serial.toFixed(1)} ms`);
+      const inferMs = l.timings.computeInferNs / 1e6;
+      assert.deepEqual(order, [1, 0], `long run took ${inferMs.toFixed(1)} ms`);
+      // Had the run been on the main thread, the event loop would have stalled for all of it.
       assert.ok(
-        maxGap < Math.max(20, serial / 2),
-        `event loop stalled ${maxGap.toFixed(1)} ms (run ${serial.toFixed(1)} ms)`,
+        maxGap < inferMs / 2,
+        `event loop stalled ${maxGap.toFixed(1)} ms during a ${inferMs.toFixed(1)} ms run`,
       );
     } finally {
       await model.close();
@@ -222,9 +226,10 @@ describe('onnxruntime backend', () => {
     const started = await startSessionWorker({ mode: 'instance', modelPath: join(dir, 'matmul.onnx'), session, run });
     const instance = new OrtInstance('crash', started, noopLogger);
     const x: Tensor = { name: 'X', datatype: 'FP32', shape: [1024, 512], data: new Float32Array(1024 * 512) };
-    const inflight = instance.execute({ inputs: [x], outputs: ['Y'] });
-    // terminate() mid-run would abort the process (onnxruntime native code); the worker exits instead.
+    // The worker exits on the fault-injection message, before it reads the run posted after it, so that run
+    // is in flight when the thread dies. (terminate() mid-run would abort the process: onnxruntime native code.)
     started.worker.postMessage({ type: '__crash' });
+    const inflight = instance.execute({ inputs: [x], outputs: ['Y'] });
     await assert.rejects(inflight, InternalError);
     assert.ok(instance.failure instanceof InternalError);
     await assert.rejects(instance.execute({ inputs: [], outputs: ['Y'] }), InternalError);
