@@ -49,13 +49,10 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     throw new InvalidArgError(`--http-port must be an integer in [0, 65535], got ${opts.port}`);
   }
   const routes = buildRoutes(CORE_HANDLERS);
-  let inFlight = 0;
   let closing: Promise<void> | undefined;
 
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    inFlight++;
     res.once('close', () => {
-      inFlight--;
       // While shutting down, a connection whose last response just ended is idle: close it so close() can finish.
       if (closing !== undefined) server.closeIdleConnections();
     });
