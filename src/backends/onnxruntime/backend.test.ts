@@ -155,6 +155,43 @@ describe('onnxruntime backend', () => {
     await assert.rejects(model.instances[0].execute({ inputs: [], outputs: [] }));
   });
 
+  it('loads and runs with every SPEC §4 model parameter set (ORT accepts the mapped options)', async () => {
+    const parameters = Object.fromEntries(
+      Object.entries({
+        intra_op_thread_count: '2',
+        inter_op_thread_count: '2',
+        execution_mode: '1',
+        enable_mem_arena: '1',
+        enable_mem_pattern: '0',
+        'memory.enable_memory_arena_shrinkage': 'cpu:0',
+        'session.use_device_allocator_for_initializers': '1',
+        cudnn_conv_algo_search: '0',
+        gpu_mem_limit: '4294967200',
+        arena_extend_strategy: '1',
+        do_copy_in_default_stream: '1',
+      }).map(([k, v]) => [k, { string_value: v }]),
+    );
+    const warnings: string[] = [];
+    const logger = { ...noopLogger, warn: (m: object | string) => void warnings.push(String(m)), child: () => logger };
+    const model = await backend.load({
+      name: 'm',
+      version: 1,
+      config: { parameters, optimization: { graph: { level: 1 } } },
+      modelDir: dir,
+      modelPath: join(dir, 'dirmodel', 'model.onnx'),
+      backendConfig: {},
+      logger,
+    });
+    try {
+      const x: Tensor = { name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: Float32Array.of(1, 2, 3, 4) };
+      const r = await model.instances[0].execute({ inputs: [x, { ...x, name: 'INPUT1' }], outputs: ['OUTPUT0'] });
+      assert.deepEqual(Array.from(r.outputs[0].data as Float32Array), [2, 4, 6, 8]);
+      assert.equal(warnings.length, 5, warnings.join('\n'));
+    } finally {
+      await model.close();
+    }
+  });
+
   it('BAD CONFIG - KIND_GPU and accelerators fail the load', async () => {
     await assert.rejects(load('simple.onnx', { instance_group: [{ kind: 'KIND_GPU', count: 1 }] }), UnsupportedError);
     await assert.rejects(
