@@ -5,6 +5,7 @@ import { configErrorsToException, parseModelConfigOrThrow, validateModelConfig }
 import type { ModelConfig } from '../config/model-config.js';
 import { NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { ModelStats } from '../core/stats.js';
 import { DirectScheduler } from '../scheduler/direct.js';
 import { completeConfig } from './autocomplete.js';
 import type { Model, ModelVersion } from './model.js';
@@ -100,6 +101,7 @@ export class ModelRepository {
         model.versions.set(v, {
           version: v,
           state: 'UNAVAILABLE',
+          stats: new ModelStats(),
           reason: `version ${v} is listed in version_policy.specific but ${dir}/${v} does not exist`,
         });
       }
@@ -119,7 +121,7 @@ export class ModelRepository {
   }
 
   async #loadVersion(model: Model, version: number, modelPath: string, backend: Backend): Promise<void> {
-    const entry: ModelVersion = { version, state: 'LOADING', reason: '' };
+    const entry: ModelVersion = { version, state: 'LOADING', reason: '', stats: new ModelStats() };
     model.versions.set(version, entry);
     try {
       await assertExists(modelPath, model.name);
@@ -137,7 +139,10 @@ export class ModelRepository {
         throw new NereidError('UNAVAILABLE', 'server is shutting down');
       }
       entry.loaded = loaded;
-      entry.scheduler = new DirectScheduler(loaded.instances);
+      entry.scheduler = new DirectScheduler(loaded.instances, {
+        stats: entry.stats,
+        maxBatchSize: model.config?.max_batch_size ?? 0,
+      });
       entry.state = 'READY';
     } catch (err) {
       const e = NereidError.from(err);

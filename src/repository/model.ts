@@ -1,5 +1,6 @@
 import type { LoadedModel } from '../backends/backend.js';
 import type { ModelConfig } from '../config/model-config.js';
+import type { ModelStats } from '../core/stats.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 
 /** Triton's model states. */
@@ -12,6 +13,8 @@ export interface ModelVersion {
   reason: string;
   loaded?: LoadedModel;
   scheduler?: Scheduler;
+  /** Statistics of this version (statistics extension, metrics). */
+  stats: ModelStats;
 }
 
 /** A model of the repository: its final config, its versions, and what the server needs to serve it. */

@@ -1,11 +1,13 @@
 import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
-import type { Scheduler, ScheduleOptions } from './scheduler.js';
+import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
 interface Pending {
   request: ExecuteRequest;
+  batchSize: number;
+  enqueuedAt: bigint;
   signal?: AbortSignal;
-  resolve(r: ExecuteResult): void;
+  resolve(r: ScheduledResult): void;
   reject(e: unknown): void;
   onAbort?: () => void;
 }
@@ -16,25 +18,27 @@ interface Pending {
  */
 export class DirectScheduler implements Scheduler {
   readonly #idle: BackendInstance[];
+  readonly #ctx: SchedulerContext;
   readonly #queue: Pending[] = [];
   #inflight = 0;
   #stopped = false;
   #drained: (() => void) | undefined;
 
-  constructor(instances: readonly BackendInstance[]) {
+  constructor(instances: readonly BackendInstance[], ctx: SchedulerContext) {
     this.#idle = [...instances];
+    this.#ctx = ctx;
   }
 
   get pending(): number {
     return this.#queue.length;
   }
 
-  enqueue(request: ExecuteRequest, opts: ScheduleOptions = {}): Promise<ExecuteResult> {
+  enqueue(request: ExecuteRequest, batchSize: number, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
     if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
-    return new Promise<ExecuteResult>((resolve, reject) => {
-      const item: Pending = { request, signal, resolve, reject };
+    return new Promise<ScheduledResult>((resolve, reject) => {
+      const item: Pending = { request, batchSize, enqueuedAt: process.hrtime.bigint(), signal, resolve, reject };
       if (signal) {
         item.onAbort = () => {
           const i = this.#queue.indexOf(item);
@@ -57,9 +61,13 @@ export class DirectScheduler implements Scheduler {
       const instance = this.#idle.shift() as BackendInstance;
       if (item.onAbort) item.signal?.removeEventListener('abort', item.onAbort);
       this.#inflight++;
+      const queueNs = Number(process.hrtime.bigint() - item.enqueuedAt);
       instance
         .execute(item.request)
-        .then(item.resolve, item.reject)
+        .then((r: ExecuteResult) => {
+          this.#ctx.stats.recordExecution(item.batchSize, r.timings);
+          item.resolve({ ...r, queueNs, executedBatchSize: item.batchSize });
+        }, item.reject)
         .finally(() => {
           this.#inflight--;
           this.#idle.push(instance);

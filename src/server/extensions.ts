@@ -7,4 +7,5 @@ export const EXTENSIONS: readonly string[] = Object.freeze([
   'model_configuration',
   'binary_tensor_data',
   'parameters',
+  'statistics',
 ]);

@@ -1,14 +1,27 @@
 import type { Backend, BackendConfig } from '../backends/backend.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { dataTypeFromConfig } from '../core/datatypes.js';
-import { InvalidArgError, NotFoundError, UnavailableError } from '../core/errors.js';
+import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
 import { noopLogger, type Logger } from '../core/logger.js';
+import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
+import type { ScheduledResult } from '../scheduler/scheduler.js';
 import { ModelRepository } from '../repository/manager.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
-import type { CallOptions, InferenceServerApi, ModelMetadata, ServerMetadata, TensorMetadata } from './api.js';
+import type {
+  CallOptions,
+  InferenceServerApi,
+  LogSettings,
+  ModelIndexEntry,
+  ModelMetadata,
+  ModelStatistics,
+  ServerMetadata,
+  TensorMetadata,
+  TraceSettings,
+} from './api.js';
 import { classify } from './classification.js';
+import { toModelStatistics } from './statistics.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 
@@ -151,11 +164,24 @@ export class InferenceServer implements InferenceServerApi {
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
-    const result = await scheduler.enqueue(checked.execute, {
-      signal: opts.signal,
-      priority: uintParam(params, 'priority'),
-      timeoutUs: uintParam(params, 'timeout'),
-    });
+    const started = process.hrtime.bigint();
+    let result: ScheduledResult;
+    try {
+      result = await scheduler.enqueue(checked.execute, checked.batchSize, {
+        signal: opts.signal,
+        priority: uintParam(params, 'priority'),
+        timeoutUs: uintParam(params, 'timeout'),
+      });
+    } catch (err) {
+      version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
+      throw err;
+    }
+    version.stats.recordSuccess(
+      checked.batchSize,
+      Number(process.hrtime.bigint() - started),
+      result.queueNs,
+      result.timings,
+    );
     const batching = (config.max_batch_size ?? 0) > 0;
     const declared = new Map((config.output ?? []).map((o) => [o.name as string, o]));
     const outputs: Tensor[] = checked.outputs.map((req, i) => {
@@ -170,6 +196,66 @@ export class InferenceServer implements InferenceServerApi {
     const response: InferResponse = { model: model.name, version: String(version.version), outputs };
     if (request.id !== undefined) response.id = request.id;
     return response;
+  }
+
+  repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
+    const rows: ModelIndexEntry[] = [];
+    for (const m of [...this.#repo.list()].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (m.versions.size === 0) {
+        rows.push({ name: m.name, version: '', state: m.state, reason: m.reason });
+        continue;
+      }
+      for (const v of [...m.versions.values()].sort((a, b) => a.version - b.version)) {
+        rows.push({ name: m.name, version: String(v.version), state: v.state, reason: v.reason });
+      }
+    }
+    return opts.ready ? rows.filter((r) => r.state === 'READY') : rows;
+  }
+
+  async loadModel(name: string): Promise<void> {
+    throw new UnsupportedError(
+      `explicit model load of '${name}' is not implemented yet in Nereid (model control modes)`,
+    );
+  }
+
+  async unloadModel(name: string): Promise<void> {
+    throw new UnsupportedError(
+      `explicit model unload of '${name}' is not implemented yet in Nereid (model control modes)`,
+    );
+  }
+
+  modelStatistics(name?: string, version?: string): ModelStatistics[] {
+    const models = name ? [this.#repo.get(name)] : this.#repo.list();
+    const out: ModelStatistics[] = [];
+    for (const m of models) {
+      if (!m) throw new NotFoundError(`requested model '${name}' is not found`);
+      let versions = [...m.versions.values()].filter((v) => v.state === 'READY');
+      if (version !== undefined && version !== '') {
+        versions = versions.filter((v) => String(v.version) === version);
+        if (versions.length === 0) throw new NotFoundError(`requested model '${name}' version ${version} is not found`);
+      } else if (name && versions.length === 0) {
+        throw new NotFoundError(`requested model '${name}' has no available versions`);
+      }
+      for (const v of versions.sort((a, b) => a.version - b.version))
+        out.push(toModelStatistics(m.name, v.version, v.stats));
+    }
+    return out;
+  }
+
+  logSettings(): LogSettings {
+    throw new UnsupportedError('the logging extension is not implemented yet in Nereid');
+  }
+
+  updateLogSettings(): LogSettings {
+    throw new UnsupportedError('the logging extension is not implemented yet in Nereid');
+  }
+
+  traceSettings(): TraceSettings {
+    throw new UnsupportedError('the trace extension is not implemented yet in Nereid');
+  }
+
+  updateTraceSettings(): TraceSettings {
+    throw new UnsupportedError('the trace extension is not implemented yet in Nereid');
   }
 
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
@@ -187,4 +273,13 @@ function uintParam(params: Parameters, key: string): number | undefined {
     throw new InvalidArgError(`parameter '${key}' must be a non-negative integer, got ${JSON.stringify(String(v))}`);
   }
   return n;
+}
+
+/** Triton's failure reasons for `nv_inference_request_failure`. */
+function failureReason(err: unknown): FailureReason {
+  const code = NereidError.from(err).code;
+  if (code === 'CANCELLED') return 'CANCELED';
+  if (code === 'UNAVAILABLE') return 'REJECTED';
+  if (code === 'INTERNAL' || code === 'INVALID_ARG') return 'BACKEND';
+  return 'OTHER';
 }

@@ -1,6 +1,7 @@
 import { modelConfigToJson } from '../../config/index.js';
 import { CancelledError } from '../../core/errors.js';
 import { readBody } from './body.js';
+import * as ext from './extension-handlers.js';
 import { decompress, requestCoding } from './compression.js';
 import { decodeInferRequest, decodeRawRequest, parseHeaderLength, type DecodedInfer } from './infer-request.js';
 import { encodeInferResponse } from './infer-response.js';
@@ -75,4 +76,9 @@ export const CORE_HANDLERS: CoreHandlers = Object.freeze({
   modelMetadata,
   modelConfig,
   modelInfer,
+  modelStats: ext.modelStats,
+  repositoryIndex: ext.repositoryIndex,
+  repositoryControl: ext.repositoryControl,
+  logging: ext.logging,
+  trace: ext.trace,
 });

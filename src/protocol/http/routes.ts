@@ -65,6 +65,11 @@ export interface CoreHandlers {
   modelMetadata: Handler;
   modelConfig: Handler;
   modelInfer: Handler;
+  modelStats: Handler;
+  repositoryIndex: Handler;
+  repositoryControl: Handler;
+  logging: Handler;
+  trace: Handler;
 }
 
 /**
@@ -72,8 +77,7 @@ export interface CoreHandlers {
  * captures, error mapping) stays in `dispatch`.
  */
 export function buildRoutes(h: CoreHandlers): readonly Route[] {
-  const stats = notImplemented('the statistics extension (model stats)');
-  const trace = notImplemented('the trace extension');
+  const { modelStats: stats, trace } = h;
   const shm = notImplemented('shared memory');
   return Object.freeze([
     { pattern: PATHS.server, methods: { GET: h.server } },
@@ -87,16 +91,10 @@ export function buildRoutes(h: CoreHandlers): readonly Route[] {
     { pattern: PATHS.modelGenerate, methods: { POST: notImplemented('the generate extension') } },
     { pattern: PATHS.modelTrace, methods: { GET: trace, POST: trace } },
     { pattern: PATHS.modelMetadata, methods: { GET: h.modelMetadata } },
-    { pattern: PATHS.repositoryIndex, methods: { POST: notImplemented('the model repository extension (index)') } },
-    {
-      pattern: PATHS.repositoryControl,
-      methods: { POST: notImplemented('the model repository extension (load/unload)') },
-    },
+    { pattern: PATHS.repositoryIndex, methods: { POST: h.repositoryIndex } },
+    { pattern: PATHS.repositoryControl, methods: { POST: h.repositoryControl } },
     { pattern: PATHS.trace, methods: { GET: trace, POST: trace } },
-    {
-      pattern: PATHS.logging,
-      methods: { GET: notImplemented('the logging extension'), POST: notImplemented('the logging extension') },
-    },
+    { pattern: PATHS.logging, methods: { GET: h.logging, POST: h.logging } },
     { pattern: PATHS.shmStatus, methods: { GET: shm } },
     { pattern: PATHS.shmRegister, methods: { POST: shm } },
     { pattern: PATHS.shmUnregister, methods: { POST: shm } },
