@@ -1,4 +1,4 @@
-import { onnxruntimeBackend } from '../backends/onnxruntime/index.js';
+import { defaultBackends } from '../backends/index.js';
 import type { Logger } from '../core/logger.js';
 import { startHttpServer } from '../protocol/http/server.js';
 import { InferenceServer } from '../server/server.js';
@@ -28,10 +28,10 @@ export interface RunningNereid {
 
 /** Loads the repositories and starts the endpoints; what `nereid serve` runs and what tests start. */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
-  const backend = onnxruntimeBackend();
+  const backends = defaultBackends();
   const server = await InferenceServer.create({
     repositories: opts.repositories,
-    backends: [backend],
+    backends,
     backendConfig: opts.backendConfig,
     autoComplete: opts.autoComplete,
     strictReadiness: opts.strictReadiness,
@@ -52,7 +52,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     }
   } catch (err) {
     await server.close();
-    await backend.close?.();
+    await Promise.all(backends.map((b) => b.close?.()));
     throw err;
   }
   let closing: Promise<void> | undefined;
@@ -65,7 +65,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       closing ??= (async () => {
         await http?.close();
         await server.close();
-        await backend.close?.();
+        await Promise.all(backends.map((b) => b.close?.()));
       })();
       return closing;
     },

@@ -1,0 +1,7 @@
+import type { Backend } from './backend.js';
+import { onnxruntimeBackend } from './onnxruntime/index.js';
+
+/** The backends a server offers, by name. New backends register here. */
+export function defaultBackends(): Backend[] {
+  return [onnxruntimeBackend()];
+}
