@@ -6,7 +6,7 @@ import type { ModelConfig } from '../config/model-config.js';
 import { NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
-import { DirectScheduler } from '../scheduler/direct.js';
+import { createScheduler } from '../scheduler/index.js';
 import { completeConfig } from './autocomplete.js';
 import type { Model, ModelVersion } from './model.js';
 import { normalizeConfig } from './normalize.js';
@@ -139,9 +139,10 @@ export class ModelRepository {
         throw new NereidError('UNAVAILABLE', 'server is shutting down');
       }
       entry.loaded = loaded;
-      entry.scheduler = new DirectScheduler(loaded.instances, {
+      entry.scheduler = createScheduler(model.config as ModelConfig, loaded.instances, {
         stats: entry.stats,
         maxBatchSize: model.config?.max_batch_size ?? 0,
+        logger: this.#opts.logger.child({ model: model.name, version }),
       });
       entry.state = 'READY';
     } catch (err) {

@@ -1,4 +1,5 @@
 import type { ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import type { Logger } from '../core/logger.js';
 import type { ModelStats } from '../core/stats.js';
 
 /** Per-request scheduling hints (Triton's schedule_policy extension; honoured by the dynamic batcher). */
@@ -23,6 +24,8 @@ export interface SchedulerContext {
   stats: ModelStats;
   /** The model's max_batch_size (0 = no batching). */
   maxBatchSize: number;
+  /** Debug line per batch (model and version bound by the caller); defaults to no logging. */
+  logger?: Logger;
 }
 
 /**

@@ -1,0 +1,1 @@
+export { identityBackend } from './backend.js';

@@ -1,0 +1,284 @@
+import { performance } from 'node:perf_hooks';
+import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import type { ModelDynamicBatching } from '../config/model-config.js';
+import { CancelledError, NereidError, UnavailableError } from '../core/errors.js';
+import { assembleBatch, canMerge, splitBatch, type BatchMember } from './batch.js';
+import { PriorityQueues, type QueueEntry } from './queue.js';
+import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
+
+/** Batcher settings, read once from the model config. */
+export interface DynamicBatcherOptions {
+  batching: ModelDynamicBatching;
+  /** Inputs declared `allow_ragged_batch`: their shapes need not match to share a batch. */
+  raggedInputs?: ReadonlySet<string>;
+}
+
+interface Item extends QueueEntry, BatchMember {
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  resolve(r: ScheduledResult): void;
+  reject(e: unknown): void;
+  /** preserve_ordering: the answer, held until every earlier request has been answered. */
+  answer?: () => void;
+  /** preserve_ordering: left the queue without running (its error went out at once). */
+  skipped?: boolean;
+}
+
+/** What the policy decided for the queue head: run these now, or wait until `until` (ms). */
+type Plan = { run: Item[] } | { wait: number } | null;
+
+/**
+ * Triton's dynamic batcher. Requests wait in priority queues; whenever an instance is free, ONE pump
+ * (run on enqueue, on completion, on abort and on its single timer) takes the longest compatible run of
+ * queued requests up to max_batch_size, applying Triton's preferred-size and queue-delay rules, and
+ * executes it as one batch. The timer, when set, is for the earliest of the batch delay and the next
+ * queue timeout, so timeouts fire on time even while every instance is busy.
+ *
+ * Threading: everything here runs on the main thread; the instances do the work elsewhere (worker
+ * threads), so the pump stays short: O(queue) per batch.
+ */
+export class DynamicBatcher implements Scheduler {
+  readonly #idle: BackendInstance[];
+  readonly #ctx: SchedulerContext;
+  readonly #queue: PriorityQueues<Item>;
+  readonly #ragged: ReadonlySet<string>;
+  readonly #maxBatch: number;
+  readonly #preferred: ReadonlySet<number>;
+  /** Largest preferred size (max_batch_size when none): past it the batch is "full enough". */
+  readonly #maxPreferred: number;
+  readonly #delayMs: number;
+  /** Arrival order of unanswered requests (preserve_ordering only); `#head` skips answered ones. */
+  readonly #order: Item[] | undefined;
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Infinity;
+  #pumpQueued = false;
+  #inflight = 0;
+  #stopped = false;
+  #drained: (() => void)[] = [];
+
+  constructor(instances: readonly BackendInstance[], ctx: SchedulerContext, opts: DynamicBatcherOptions) {
+    this.#idle = [...instances];
+    this.#ctx = ctx;
+    this.#queue = new PriorityQueues<Item>(opts.batching);
+    this.#ragged = opts.raggedInputs ?? new Set();
+    this.#maxBatch = Math.max(1, ctx.maxBatchSize);
+    const preferred = (opts.batching.preferred_batch_size ?? []).filter((n) => n > 0 && n <= this.#maxBatch);
+    this.#preferred = new Set(preferred);
+    this.#maxPreferred = preferred.length > 0 ? Math.max(...preferred) : this.#maxBatch;
+    this.#delayMs = (opts.batching.max_queue_delay_microseconds ?? 0) / 1000;
+    this.#order = opts.batching.preserve_ordering ? [] : undefined;
+  }
+
+  get pending(): number {
+    return this.#queue.size;
+  }
+
+  enqueue(request: ExecuteRequest, batchSize: number, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
+    if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
+    const { signal } = opts;
+    if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
+    let level: number;
+    try {
+      level = this.#queue.levelFor(opts.priority);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return new Promise<ScheduledResult>((resolve, reject) => {
+      const item: Item = {
+        request,
+        batchSize,
+        enqueuedAt: performance.now(),
+        level,
+        deadline: 0,
+        signal,
+        resolve,
+        reject,
+      };
+      try {
+        this.#queue.push(item, level, opts.timeoutUs);
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      this.#order?.push(item);
+      if (signal) {
+        item.onAbort = () => {
+          if (this.#queue.remove(item)) this.#fail(item, new CancelledError('request was cancelled while queued'));
+          this.#schedulePump();
+        };
+        signal.addEventListener('abort', item.onAbort, { once: true });
+      }
+      this.#schedulePump();
+    });
+  }
+
+  /**
+   * Runs the pump once at the end of this turn of the event loop (setImmediate): requests that arrive
+   * in the same poll phase are seen together, so they can share a batch.
+   */
+  #schedulePump(): void {
+    if (this.#pumpQueued) return;
+    this.#pumpQueued = true;
+    setImmediate(() => {
+      this.#pumpQueued = false;
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    const now = performance.now();
+    for (const it of this.#queue.expire(now)) this.#fail(it, new UnavailableError('Request timeout expired'));
+    let waitUntil = Infinity;
+    while (this.#idle.length > 0 && this.#queue.size > 0) {
+      const plan = this.#plan(now);
+      if (plan === null) break;
+      if ('wait' in plan) {
+        waitUntil = plan.wait;
+        break;
+      }
+      this.#dispatch(plan.run, this.#idle.shift() as BackendInstance);
+    }
+    this.#arm(Math.min(waitUntil, this.#queue.nextDeadline()));
+    this.#checkDrained();
+  }
+
+  /** Triton's GetDynamicBatch: the batch to run now, or how long to wait for a better one. */
+  #plan(now: number): Plan {
+    const run: Item[] = [];
+    let rows = 0;
+    let best = 0;
+    let sendNow = false;
+    for (const it of this.#queue.ordered()) {
+      if (run.length > 0) {
+        // Growing past every preferred size: what we have is the best we can do without waiting.
+        if (rows + it.batchSize > this.#maxPreferred && best === 0) best = run.length;
+        if (rows + it.batchSize > this.#maxBatch || !canMerge(run[0].request, it.request, this.#ragged)) {
+          sendNow = true;
+          break;
+        }
+      }
+      run.push(it);
+      rows += it.batchSize;
+      if (this.#preferred.has(rows)) best = run.length;
+    }
+    if (run.length === 0) return null;
+    // After stop() nothing new arrives, so there is nothing to wait for.
+    const delayExceeded = this.#stopped || now - this.#queue.oldest() >= this.#delayMs;
+    if (best > 0 && !delayExceeded) return { run: run.slice(0, best) };
+    if (sendNow || delayExceeded || rows >= this.#maxPreferred) return { run };
+    return { wait: this.#queue.oldest() + this.#delayMs };
+  }
+
+  #dispatch(run: Item[], instance: BackendInstance): void {
+    for (const it of run) {
+      this.#queue.remove(it);
+      if (it.onAbort) it.signal?.removeEventListener('abort', it.onAbort);
+    }
+    const started = performance.now();
+    const batch = assembleBatch(run, this.#ragged);
+    const rows = run.reduce((n, it) => n + it.batchSize, 0);
+    this.#inflight++;
+    this.#ctx.logger?.debug(
+      {
+        instance: instance.name,
+        requests: run.length,
+        batchSize: rows,
+        queueMs: +(started - run[0].enqueuedAt).toFixed(3),
+      },
+      `executing batch of ${rows} (${run.length} requests)`,
+    );
+    instance
+      .execute(batch)
+      .then(
+        (result: ExecuteResult) => {
+          this.#ctx.stats.recordExecution(rows, result.timings);
+          let parts: ExecuteResult[];
+          try {
+            parts = splitBatch(run, batch, result);
+          } catch (err) {
+            for (const it of run) this.#settle(it, () => it.reject(err));
+            return;
+          }
+          run.forEach((it, i) => {
+            const queueNs = Math.round((started - it.enqueuedAt) * 1e6);
+            const answer: ScheduledResult = { ...parts[i], queueNs, executedBatchSize: rows };
+            // Ran to completion, but nobody is waiting any more: answer as cancelled (the stats say so).
+            if (it.signal?.aborted) this.#settle(it, () => it.reject(new CancelledError('request was cancelled')));
+            else this.#settle(it, () => it.resolve(answer));
+          });
+        },
+        (err: unknown) => {
+          const e = NereidError.from(err);
+          for (const it of run) this.#settle(it, () => it.reject(e));
+        },
+      )
+      .finally(() => {
+        this.#inflight--;
+        this.#idle.push(instance);
+        this.#pump();
+      });
+  }
+
+  /** Answers a request that ran; with preserve_ordering, only once every earlier request is answered. */
+  #settle(it: Item, answer: () => void): void {
+    if (!this.#order) return answer();
+    it.answer = answer;
+    this.#flushOrder();
+  }
+
+  /** Answers a request that never ran (timeout, cancel, shutdown): at once, ordering or not. */
+  #fail(it: Item, err: unknown): void {
+    if (it.onAbort) it.signal?.removeEventListener('abort', it.onAbort);
+    it.reject(err);
+    if (this.#order) {
+      it.skipped = true;
+      this.#flushOrder();
+    }
+  }
+
+  #flushOrder(): void {
+    const order = this.#order as Item[];
+    while (this.#head < order.length) {
+      const it = order[this.#head];
+      if (it.answer) it.answer();
+      else if (!it.skipped) break;
+      this.#head++;
+    }
+    // Compact now and then so the array does not grow without bound.
+    if (this.#head > 1024 && this.#head * 2 > order.length) {
+      order.splice(0, this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /** Keeps at most one timer, for the earliest moment the pump has something to do. */
+  #arm(at: number): void {
+    if (at === this.#timerAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === Infinity) return;
+    // +1 ms: setTimeout may fire a fraction early relative to performance.now().
+    const ms = Math.max(0, at - performance.now()) + 1;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
+      this.#pump();
+    }, ms);
+  }
+
+  #checkDrained(): void {
+    if (this.#stopped && this.#inflight === 0 && this.#queue.size === 0) {
+      for (const d of this.#drained.splice(0)) d();
+    }
+  }
+
+  /** Stops accepting; queued requests still run (batched, without waiting for the delay); idempotent. */
+  stop(): Promise<void> {
+    this.#stopped = true;
+    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
+    this.#pump();
+    return done;
+  }
+}
