@@ -61,12 +61,10 @@ export const FLAGS = {
     kind: 'int',
     help: 'Poll interval (poll mode).',
     default: 15,
-    later: 'model control modes',
   },
   'load-model': {
     kind: 'list',
     help: 'Model to load at start (explicit mode; * = all).',
-    later: 'model control modes',
   },
   'log-verbose': { kind: 'int', help: 'Verbose logging level (0 = off).', default: 0 },
   'log-info': { kind: 'bool', help: 'Log info messages.', default: true },

@@ -31,11 +31,6 @@ async function runServe(argv: string[]): Promise<number> {
     const spec = (FLAGS as Record<string, FlagSpec>)[name];
     if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
   }
-  if (v['model-control-mode'] !== 'none') {
-    logger.warn(
-      `--model-control-mode=${v['model-control-mode']} is not implemented yet; models load as in mode 'none'`,
-    );
-  }
   const started = process.hrtime.bigint();
   const running = await serve({
     repositories,
@@ -48,6 +43,9 @@ async function runServe(argv: string[]): Promise<number> {
     strictReadiness: v['strict-readiness'] as boolean,
     exitOnError: v['exit-on-error'] as boolean,
     id: v.id as string,
+    modelControlMode: v['model-control-mode'] as 'none' | 'poll' | 'explicit',
+    loadModels: v['load-model'] as string[],
+    repositoryPollSecs: v['repository-poll-secs'] as number,
     logger,
   });
   const ms = Number(process.hrtime.bigint() - started) / 1e6;

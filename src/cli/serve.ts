@@ -14,6 +14,9 @@ export interface ServeOptions {
   strictReadiness?: boolean;
   exitOnError?: boolean;
   id?: string;
+  modelControlMode?: 'none' | 'poll' | 'explicit';
+  loadModels?: readonly string[];
+  repositoryPollSecs?: number;
   logger?: Logger;
 }
 
@@ -37,6 +40,9 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     strictReadiness: opts.strictReadiness,
     exitOnError: opts.exitOnError,
     id: opts.id,
+    modelControlMode: opts.modelControlMode,
+    loadModels: opts.loadModels,
+    repositoryPollSecs: opts.repositoryPollSecs,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;

@@ -1,4 +1,4 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/backend.js';
 import { configErrorsToException, parseModelConfigOrThrow, validateModelConfig } from '../config/index.js';
@@ -10,7 +10,7 @@ import { createScheduler } from '../scheduler/index.js';
 import { completeConfig } from './autocomplete.js';
 import type { Model, ModelVersion } from './model.js';
 import { normalizeConfig } from './normalize.js';
-import { listVersions, scanRepositories, selectVersions } from './scan.js';
+import { fingerprint, listVersions, scanRepositories, selectVersions, type ModelLocation } from './scan.js';
 
 export interface RepositoryOptions {
   repositories: readonly string[];
@@ -28,6 +28,7 @@ export interface RepositoryOptions {
 export class ModelRepository {
   readonly #opts: RepositoryOptions;
   readonly #models = new Map<string, Model>();
+  #found = new Map<string, ModelLocation>();
   #closed = false;
 
   constructor(opts: RepositoryOptions) {
@@ -42,9 +43,15 @@ export class ModelRepository {
     return [...this.#models.values()];
   }
 
-  /** Loads every model found (model control mode `none`). Failures are recorded, never thrown. */
-  async loadAll(): Promise<void> {
+  /** Model folders found by the last scan (loaded or not). */
+  found(): ReadonlyMap<string, ModelLocation> {
+    return this.#found;
+  }
+
+  /** Model folders of the repositories as last scanned. */
+  async scan(): Promise<Map<string, ModelLocation>> {
     const { models, duplicates } = await scanRepositories(this.#opts.repositories);
+    this.#found = new Map(models.map((m) => [m.name, m]));
     for (const [name, repos] of duplicates) {
       const model: Model = {
         name,
@@ -53,22 +60,131 @@ export class ModelRepository {
         reason: `model '${name}' appears in more than one repository: ${repos.join(', ')}`,
         versions: new Map(),
         labels: new Map(),
+        fingerprint: '',
       };
-      this.#models.set(name, model);
+      if (!this.#models.has(name)) this.#models.set(name, model);
       this.#opts.logger.error({ model: name }, model.reason);
     }
-    await Promise.all(models.map((m) => this.#load(m.name, m.dir)));
+    return new Map(models.map((m) => [m.name, m]));
   }
 
-  async #load(name: string, dir: string): Promise<Model> {
-    const model: Model = { name, dir, state: 'LOADING', reason: '', versions: new Map(), labels: new Map() };
-    this.#models.set(name, model);
+  /**
+   * Loads the named models, or every model found (`undefined`; model control mode `none`). Failures are
+   * recorded as UNAVAILABLE with their reason, never thrown.
+   */
+  async loadAll(names?: readonly string[]): Promise<void> {
+    const found = await this.scan();
+    const wanted = names === undefined || names.includes('*') ? [...found.keys()] : names;
+    await Promise.all(
+      wanted.map(async (name) => {
+        const loc = found.get(name);
+        if (!loc) {
+          this.#models.set(name, failedModel(name, `model '${name}' is not in any model repository`));
+          this.#opts.logger.error({ model: name }, `failed to load '${name}': not found in the model repositories`);
+          return;
+        }
+        await this.load(name, { dir: loc.dir });
+      }),
+    );
+  }
+
+  /**
+   * Loads (or reloads) one model atomically: the new model is built beside the serving one and swapped in only
+   * when every version it selects is READY; otherwise the serving one stays, and the failure is returned with its
+   * reason. A model that was not serving is recorded as UNAVAILABLE.
+   */
+  async load(
+    name: string,
+    source: { dir: string; config?: ModelConfig; fingerprint?: string; tempDir?: string },
+  ): Promise<Model> {
+    if (this.#closed) throw new NereidError('UNAVAILABLE', 'server is shutting down');
+    const old = this.#models.get(name);
+    const serving = old !== undefined && old.state === 'READY';
+    if (!serving) {
+      this.#models.set(name, { ...failedModel(name, ''), dir: source.dir, state: 'LOADING' });
+    }
+    const model = await this.#build(name, source.dir, source.config);
+    model.fingerprint = source.fingerprint ?? (await fingerprint(source.dir));
+    model.tempDir = source.tempDir;
+    const ok = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
+    if (ok || !serving) {
+      this.#models.set(name, model);
+      if (old) void this.#retire(old);
+    } else {
+      // Keep serving the old model; report why the new one was refused.
+      await this.#retire(model);
+      old.reason = `reload failed, still serving the previous load: ${model.reason || describeFailures(model)}`;
+      this.#opts.logger.error({ model: name }, old.reason);
+    }
+    return model;
+  }
+
+  /**
+   * Unloads a model: new requests fail at once, requests already queued or running finish. Its versions stay
+   * listed as UNAVAILABLE "unloaded" (Triton's index), unless `forget` (its folder is gone in poll mode).
+   */
+  async unload(name: string, opts: { forget?: boolean } = {}): Promise<void> {
+    const model = this.#models.get(name);
+    if (!model) return;
+    if (opts.forget) this.#models.delete(name);
+    else {
+      const versions = new Map(
+        [...model.versions].map(([v, e]) => [
+          v,
+          { version: v, state: 'UNAVAILABLE' as const, reason: 'unloaded', stats: e.stats },
+        ]),
+      );
+      this.#models.set(name, { ...failedModel(name, 'unloaded'), dir: model.dir, versions });
+    }
+    await this.#retire(model);
+  }
+
+  /** Drains a model's schedulers and releases its instances. */
+  async #retire(model: Model): Promise<void> {
+    await Promise.all(
+      [...model.versions.values()].map(async (v) => {
+        if (v.state === 'READY') v.state = 'UNLOADING';
+        await v.scheduler?.stop();
+        await v.loaded?.close();
+        v.state = 'UNAVAILABLE';
+        v.reason = 'unloaded';
+      }),
+    );
+    if (model.tempDir) await rm(model.tempDir, { recursive: true, force: true });
+  }
+
+  /**
+   * Poll mode: rescans the repositories; loads new models, reloads those whose config or files changed, and
+   * unloads those whose folder is gone. Returns what it did, for logs and tests.
+   */
+  async poll(): Promise<{ loaded: string[]; unloaded: string[] }> {
+    const found = await this.scan();
+    const loaded: string[] = [];
+    const unloaded: string[] = [];
+    for (const [name, model] of this.#models) {
+      if (!found.has(name) && model.dir !== '') {
+        await this.unload(name, { forget: true });
+        unloaded.push(name);
+      }
+    }
+    for (const [name, loc] of found) {
+      const current = this.#models.get(name);
+      const fp = await fingerprint(loc.dir);
+      if (current && current.fingerprint === fp) continue;
+      await this.load(name, { dir: loc.dir, fingerprint: fp });
+      loaded.push(name);
+    }
+    return { loaded, unloaded };
+  }
+
+  async #build(name: string, dir: string, configOverride?: ModelConfig): Promise<Model> {
+    const model: Model = { ...failedModel(name, ''), dir, state: 'LOADING' };
     const log = this.#opts.logger.child({ model: name });
     const started = process.hrtime.bigint();
     try {
       const versions = await listVersions(dir);
       const files = await filesInVersions(dir, versions);
-      const parsed = await readConfig(dir);
+      const parsed = configOverride ?? (await readConfig(dir));
       const backends = this.#opts.backends.map((b) => b.name);
       let config = normalizeConfig(parsed, name, files, backends);
       const backend = this.#backend(config.backend as string);
@@ -106,9 +222,7 @@ export class ModelRepository {
         });
       }
       model.state = [...model.versions.values()].some((v) => v.state === 'READY') ? 'READY' : 'UNAVAILABLE';
-      if (model.state !== 'READY') {
-        model.reason = [...model.versions.values()].map((v) => v.reason).join('; ');
-      }
+      if (model.state !== 'READY') model.reason = describeFailures(model);
       const secs = Number(process.hrtime.bigint() - started) / 1e9;
       log.info({ versions: selected, seconds: secs }, `loaded model '${name}'`);
     } catch (err) {
@@ -169,16 +283,7 @@ export class ModelRepository {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const versions = this.list().flatMap((m) => [...m.versions.values()]);
-    await Promise.all(
-      versions.map(async (v) => {
-        v.state = 'UNLOADING';
-        await v.scheduler?.stop();
-        await v.loaded?.close();
-        v.state = 'UNAVAILABLE';
-        v.reason = 'unloaded';
-      }),
-    );
+    await Promise.all(this.list().map((m) => this.#retire(m)));
   }
 }
 
@@ -237,4 +342,16 @@ function parsePositiveInt(s: string | undefined, fallback: number): number {
     );
   }
   return n;
+}
+
+function failedModel(name: string, reason: string): Model {
+  return { name, dir: '', state: 'UNAVAILABLE', reason, versions: new Map(), labels: new Map(), fingerprint: '' };
+}
+
+/** Triton's wording: `version 2 is at UNAVAILABLE state: <why>`. */
+function describeFailures(model: Model): string {
+  return [...model.versions.values()]
+    .filter((v) => v.state !== 'READY')
+    .map((v) => `version ${v.version} is at ${v.state} state: ${v.reason.replace(/^version \d+: /, '')}`)
+    .join('; ');
 }

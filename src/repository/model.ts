@@ -29,6 +29,10 @@ export interface Model {
   versions: Map<number, ModelVersion>;
   /** Class labels per output name, from `label_filename`. */
   labels: Map<string, string[]>;
+  /** What the model was loaded from (config and file sizes/times), to tell in poll mode whether it changed. */
+  fingerprint: string;
+  /** Folder made for a load request's file overrides; removed when the model is unloaded or replaced. */
+  tempDir?: string;
 }
 
 /** The highest READY version, Triton's choice when a request names none. */

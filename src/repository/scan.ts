@@ -1,4 +1,4 @@
-import { readdir, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelVersionPolicy } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
@@ -64,4 +64,44 @@ export function selectVersions(available: readonly number[], policy: ModelVersio
   }
   const n = policy?.latest?.num_versions ?? 1;
   return available.slice(Math.max(0, available.length - n));
+}
+
+/**
+ * What a model folder holds, as one string: config.pbtxt's bytes and the size and modification time of every
+ * file under the numeric version folders. Poll mode reloads a model when this changes.
+ */
+export async function fingerprint(modelDir: string): Promise<string> {
+  const parts: string[] = [];
+  try {
+    parts.push(`config:${(await readFile(join(modelDir, 'config.pbtxt'))).toString('base64')}`);
+  } catch {
+    parts.push('config:none');
+  }
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+      const path = join(dir, e.name);
+      const st = await stat(path).catch(() => undefined);
+      if (!st) continue;
+      if (st.isDirectory()) await walk(path, `${rel}/${e.name}`);
+      else parts.push(`${rel}/${e.name}:${st.size}:${st.mtimeMs}`);
+    }
+  };
+  try {
+    for (const v of await listVersions(modelDir)) await walk(join(modelDir, String(v)), String(v));
+  } catch {
+    parts.push('unreadable');
+  }
+  // Label files and other top-level files can change the served model too.
+  for (const e of (await readdir(modelDir).catch(() => [] as string[])).sort()) {
+    if (e === 'config.pbtxt' || /^[0-9]+$/.test(e)) continue;
+    const st = await stat(join(modelDir, e)).catch(() => undefined);
+    if (st?.isFile()) parts.push(`${e}:${st.size}:${st.mtimeMs}`);
+  }
+  return parts.join('\n');
 }

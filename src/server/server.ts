@@ -1,17 +1,27 @@
 import type { Backend, BackendConfig } from '../backends/backend.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { dataTypeFromConfig } from '../core/datatypes.js';
-import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
+import { modelConfigFromJson } from '../config/index.js';
+import {
+  InternalError,
+  InvalidArgError,
+  NereidError,
+  NotFoundError,
+  UnavailableError,
+  UnsupportedError,
+} from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
 import { noopLogger, type Logger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ScheduledResult } from '../scheduler/scheduler.js';
 import { ModelRepository } from '../repository/manager.js';
+import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
 import type {
   CallOptions,
   InferenceServerApi,
+  LoadOptions,
   LogSettings,
   ModelIndexEntry,
   ModelMetadata,
@@ -39,6 +49,12 @@ export interface InferenceServerOptions {
   exitOnError?: boolean;
   /** Server name in metadata (`--id`). */
   id?: string;
+  /** Triton's `--model-control-mode` (default none). */
+  modelControlMode?: 'none' | 'poll' | 'explicit';
+  /** `--load-model` names for explicit mode (`*` = all). */
+  loadModels?: readonly string[];
+  /** `--repository-poll-secs` (default 15). */
+  repositoryPollSecs?: number;
   logger?: Logger;
 }
 
@@ -47,12 +63,39 @@ export class InferenceServer implements InferenceServerApi {
   readonly #repo: ModelRepository;
   readonly #opts: Required<Pick<InferenceServerOptions, 'strictReadiness' | 'id'>>;
   readonly #logger: Logger;
+  readonly #mode: 'none' | 'poll' | 'explicit';
+  #poller: NodeJS.Timeout | undefined;
+  #polling: Promise<unknown> | undefined;
   #closing: Promise<void> | undefined;
+  #closed = false;
 
   private constructor(repo: ModelRepository, opts: InferenceServerOptions) {
     this.#repo = repo;
     this.#opts = { strictReadiness: opts.strictReadiness ?? true, id: opts.id ?? 'nereid' };
     this.#logger = opts.logger ?? noopLogger;
+    this.#mode = opts.modelControlMode ?? 'none';
+    if (this.#mode === 'poll') {
+      const secs = opts.repositoryPollSecs ?? 15;
+      this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
+      this.#poller.unref();
+    }
+  }
+
+  /**
+   * Poll mode's rescan (also run by tests): loads new models, reloads changed ones atomically, unloads removed
+   * ones. One poll at a time; a poll already running is awaited instead of starting another.
+   */
+  pollRepository(): Promise<unknown> {
+    if (this.#closing) return Promise.resolve();
+    this.#polling ??= this.#repo
+      .poll()
+      .then((r) => {
+        if (r.loaded.length + r.unloaded.length > 0) this.#logger.info(r, 'repository poll applied changes');
+        return r;
+      })
+      .catch((err: unknown) => this.#logger.error({ err }, 'repository poll failed'))
+      .finally(() => (this.#polling = undefined));
+    return this.#polling;
   }
 
   /**
@@ -68,7 +111,16 @@ export class InferenceServer implements InferenceServerApi {
       autoComplete: opts.autoComplete ?? true,
       logger,
     });
-    await repo.loadAll();
+    const mode = opts.modelControlMode ?? 'none';
+    if (mode === 'explicit') {
+      await repo.scan();
+      if ((opts.loadModels ?? []).length > 0) await repo.loadAll(opts.loadModels);
+    } else {
+      if ((opts.loadModels ?? []).length > 0) {
+        throw new InvalidArgError('--load-model can only be used with --model-control-mode=explicit');
+      }
+      await repo.loadAll();
+    }
     const failures = repo.failures();
     if (failures.length > 0 && (opts.exitOnError ?? true)) {
       await repo.close();
@@ -79,14 +131,17 @@ export class InferenceServer implements InferenceServerApi {
     return new InferenceServer(repo, opts);
   }
 
+  /** Live until the shutdown has finished (readiness turns false first). */
   isLive(): boolean {
-    return this.#closing === undefined;
+    return !this.#closed;
   }
 
   isReady(): boolean {
     if (this.#closing !== undefined) return false;
     const models = this.#repo.list();
-    return this.#opts.strictReadiness ? models.every((m) => m.state === 'READY') : true;
+    // Explicit mode: models that were never loaded or were unloaded do not count against readiness.
+    const counted = models.filter((m) => !(this.#mode === 'explicit' && m.reason === 'unloaded'));
+    return this.#opts.strictReadiness ? counted.every((m) => m.state === 'READY') : true;
   }
 
   metadata(): ServerMetadata {
@@ -200,7 +255,11 @@ export class InferenceServer implements InferenceServerApi {
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
     const rows: ModelIndexEntry[] = [];
-    for (const m of [...this.#repo.list()].sort((a, b) => a.name.localeCompare(b.name))) {
+    const loaded = new Set(this.#repo.list().map((m) => m.name));
+    for (const name of this.#repo.found().keys()) {
+      if (!loaded.has(name)) rows.push({ name, version: '', state: '', reason: '' });
+    }
+    for (const m of this.#repo.list()) {
       if (m.versions.size === 0) {
         rows.push({ name: m.name, version: '', state: m.state, reason: m.reason });
         continue;
@@ -209,19 +268,65 @@ export class InferenceServer implements InferenceServerApi {
         rows.push({ name: m.name, version: String(v.version), state: v.state, reason: v.reason });
       }
     }
+    rows.sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
     return opts.ready ? rows.filter((r) => r.state === 'READY') : rows;
   }
 
-  async loadModel(name: string): Promise<void> {
-    throw new UnsupportedError(
-      `explicit model load of '${name}' is not implemented yet in Nereid (model control modes)`,
+  #checkControl(action: string): void {
+    if (this.#closing) throw new UnavailableError('server is shutting down');
+    if (this.#mode === 'explicit') return;
+    throw new UnavailableError(
+      this.#mode === 'poll'
+        ? `explicit model ${action} is not allowed if polling is enabled (--model-control-mode=poll)`
+        : `explicit model ${action} is not allowed in model control mode 'none'; start with --model-control-mode=explicit`,
     );
   }
 
-  async unloadModel(name: string): Promise<void> {
-    throw new UnsupportedError(
-      `explicit model unload of '${name}' is not implemented yet in Nereid (model control modes)`,
-    );
+  async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
+    this.#checkControl('load');
+    const name = checkModelName(rawName);
+    const files = opts.files ?? new Map();
+    if (files.size > 0 && opts.config === undefined) {
+      throw new InvalidArgError(
+        `load of '${name}': file overrides need the 'config' parameter as well (Triton's rule)`,
+      );
+    }
+    const config =
+      opts.config === undefined ? undefined : modelConfigFromJson(opts.config, `load request for '${name}'`);
+    let dir: string;
+    let tempDir: string | undefined;
+    if (files.size > 0) {
+      tempDir = await writeOverrideDir(name, files);
+      dir = tempDir;
+    } else {
+      const loc = (await this.#repo.scan()).get(name);
+      if (!loc) {
+        throw new InternalError(
+          `failed to load '${name}': no model folder named '${name}' in the model repositories; add it there or send its files as 'file:' overrides`,
+        );
+      }
+      dir = loc.dir;
+    }
+    const model = await this.#repo.load(name, { dir, config, tempDir });
+    const ready = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
+    if (!ready) {
+      throw new InvalidArgError(`load failed for model '${name}': ${model.reason || 'no version is ready'}`);
+    }
+    this.#logger.info({ model: name }, `successfully loaded '${name}'`);
+  }
+
+  async unloadModel(rawName: string, _opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
+    this.#checkControl('unload');
+    const name = checkModelName(rawName);
+    const model = this.#repo.get(name);
+    if (!model && !this.#repo.found().has(name)) {
+      throw new NotFoundError(
+        `failed to unload '${name}': no model named '${name}' is loaded or in the model repositories`,
+      );
+    }
+    // No ensembles yet, so there are no dependents to unload with it.
+    await this.#repo.unload(name);
+    this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
   modelStatistics(name?: string, version?: string): ModelStatistics[] {
@@ -260,7 +365,13 @@ export class InferenceServer implements InferenceServerApi {
 
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
   close(): Promise<void> {
-    this.#closing ??= this.#repo.close().then(() => this.#logger.info('all models unloaded'));
+    if (this.#poller) clearInterval(this.#poller);
+    this.#closing ??= (async () => {
+      await this.#polling;
+      await this.#repo.close();
+      this.#closed = true;
+      this.#logger.info('all models unloaded');
+    })();
     return this.#closing;
   }
 }
