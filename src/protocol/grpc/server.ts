@@ -1,0 +1,134 @@
+import * as grpc from '@grpc/grpc-js';
+import { noopLogger, type Logger } from '../../core/logger.js';
+import type { InferenceServerApi } from '../../server/api.js';
+import { healthHandlers, serviceHandlers } from './handlers.js';
+import { modelInfer, modelStreamInfer } from './infer.js';
+import { loadServices } from './proto.js';
+
+/** Triton's largest gRPC message (INT32_MAX); grpc-js would default to 4 MiB for what it receives. */
+export const GRPC_MAX_MESSAGE_SIZE = 2 ** 31 - 1;
+
+/** Keepalive settings, named after Triton's `--grpc-keepalive-*` and `--grpc-http2-*` flags. */
+export interface GrpcKeepaliveOptions {
+  /** `--grpc-keepalive-time`: ms between server pings on an idle connection (Triton: 7 200 000). */
+  timeMs?: number;
+  /** `--grpc-keepalive-timeout`: ms to wait for a ping ack before closing (Triton: 20 000). */
+  timeoutMs?: number;
+  /**
+   * `--grpc-keepalive-permit-without-calls`, `--grpc-http2-max-pings-without-data`,
+   * `--grpc-http2-min-recv-ping-interval-without-data`, `--grpc-http2-max-ping-strikes`: accepted for
+   * parity; grpc-js servers enforce no client-ping policy, so every client ping is answered.
+   */
+  permitWithoutCalls?: boolean;
+  http2MaxPingsWithoutData?: number;
+  http2MinRecvPingIntervalWithoutDataMs?: number;
+  http2MaxPingStrikes?: number;
+  /** `--grpc-max-connection-age` / `--grpc-max-connection-age-grace` (ms). */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
+}
+
+/** TLS from PEM bytes (`--grpc-use-ssl`, `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`). */
+export interface GrpcTlsOptions {
+  cert: Buffer;
+  key: Buffer;
+  /** CA that signs client certificates; required when `mutual`. */
+  rootCert?: Buffer;
+  /** `--grpc-use-ssl-mutual`: clients must present a certificate signed by `rootCert`. */
+  mutual: boolean;
+}
+
+export interface GrpcServerOptions {
+  /** `--grpc-address`; default 0.0.0.0. */
+  host?: string;
+  /** `--grpc-port`; 0 picks a free port. */
+  port: number;
+  logger?: Logger;
+  /** Largest message received or sent, in bytes; default INT32_MAX as Triton. */
+  maxMessageSize?: number;
+  keepalive?: GrpcKeepaliveOptions;
+  /**
+   * `--grpc-infer-response-compression-level`. grpc-js cannot compress what a server sends, so levels
+   * other than 'none' are accepted and logged as not applied; compressed requests are always accepted.
+   */
+  compressionLevel?: 'none' | 'low' | 'medium' | 'high';
+  tls?: GrpcTlsOptions;
+}
+
+/** A started gRPC endpoint. */
+export interface RunningGrpcServer {
+  port: number;
+  /**
+   * Stops accepting calls and lets in-flight ones finish; after `graceMs` (default 30 s, Triton's
+   * `--exit-timeout-secs`) calls still open, such as a stream a client never half-closes, are cancelled.
+   * Idempotent.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+function channelOptions(opts: GrpcServerOptions): grpc.ServerOptions {
+  const size = opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE;
+  const ka = opts.keepalive ?? {};
+  const out: grpc.ServerOptions = {
+    'grpc.max_receive_message_length': size,
+    'grpc.max_send_message_length': size,
+  };
+  if (ka.timeMs !== undefined) out['grpc.keepalive_time_ms'] = ka.timeMs;
+  if (ka.timeoutMs !== undefined) out['grpc.keepalive_timeout_ms'] = ka.timeoutMs;
+  if (ka.maxConnectionAgeMs !== undefined) out['grpc.max_connection_age_ms'] = ka.maxConnectionAgeMs;
+  if (ka.maxConnectionAgeGraceMs !== undefined) out['grpc.max_connection_age_grace_ms'] = ka.maxConnectionAgeGraceMs;
+  return out;
+}
+
+function credentials(tls: GrpcTlsOptions | undefined): grpc.ServerCredentials {
+  if (!tls) return grpc.ServerCredentials.createInsecure();
+  if (tls.mutual && !tls.rootCert) {
+    throw new Error('mutual TLS needs a root certificate to check client certificates (--grpc-root-cert)');
+  }
+  return grpc.ServerCredentials.createSsl(
+    tls.rootCert ?? null,
+    [{ cert_chain: tls.cert, private_key: tls.key }],
+    tls.mutual,
+  );
+}
+
+/**
+ * Serves Triton's `inference.GRPCInferenceService` and `grpc.health.v1.Health` for `api` over
+ * @grpc/grpc-js. Resolves once bound, with the actual port.
+ */
+export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const logger = opts.logger ?? noopLogger;
+  if (opts.compressionLevel !== undefined && opts.compressionLevel !== 'none') {
+    logger.warn(
+      `gRPC response compression level '${opts.compressionLevel}' is not applied: grpc-js servers send responses uncompressed`,
+    );
+  }
+  const { Inference, Health } = loadServices();
+  const server = new grpc.Server(channelOptions(opts));
+  server.addService(Inference.service, {
+    ...serviceHandlers(api, logger),
+    ModelInfer: modelInfer(api, logger),
+    ModelStreamInfer: modelStreamInfer(api, logger),
+  });
+  server.addService(Health.service, healthHandlers(api, logger));
+  const host = opts.host ?? '0.0.0.0';
+  const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${opts.port}` : `${host}:${opts.port}`;
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, credentials(opts.tls), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close(graceMs = 30_000) {
+      closing ??= new Promise<void>((resolve) => {
+        const timer = setTimeout(() => server.forceShutdown(), graceMs);
+        timer.unref();
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,25 @@
+import { Metadata, type StatusObject } from '@grpc/grpc-js';
+import { NereidError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { grpcStatusOf } from '../kserve/status.js';
+
+/** A gRPC status as grpc-js takes it from a unary callback or a stream's `emit('error')`. */
+export type GrpcStatus = Pick<StatusObject, 'code' | 'details' | 'metadata'>;
+
+/**
+ * The one place a handler error becomes a gRPC status (Triton: GrpcStatusUtil::Create). Codes come from the
+ * shared ErrorCode table; an error we did not raise on purpose is logged with its cause and answered as
+ * INTERNAL, so operators see what happened.
+ */
+export function toStatus(err: unknown, logger: Logger, rpc: string): GrpcStatus {
+  const e = NereidError.from(err);
+  if (!(err instanceof NereidError) && e.code === 'INTERNAL') {
+    logger.error({ err, rpc }, `unexpected error in gRPC ${rpc}`);
+  }
+  return { code: grpcStatusOf(e.code), details: e.message, metadata: new Metadata() };
+}
+
+/** The message of an error as a stream's `error_message` carries it (no code: Triton sends text only). */
+export function errorMessage(err: unknown, logger: Logger, rpc: string): string {
+  return toStatus(err, logger, rpc).details;
+}
