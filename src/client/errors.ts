@@ -72,14 +72,20 @@ export function errorFromGrpc(code: number, details: string): NereidError {
 }
 
 /**
- * The error for a call that ended because `signal` aborted: a CancelledError saying whether it was the caller or
- * the timeout, with the signal's reason as cause.
+ * The error for a call that ended because its signal aborted with `reason`: a CancelledError saying whether it was
+ * the caller or the timeout (a reason named TimeoutError), with the reason as cause.
  */
-export function abortError(signal: AbortSignal, what: string): CancelledError {
-  const reason: unknown = signal.reason;
+export function abortError(reason: unknown, what: string): CancelledError {
   if (reason instanceof CancelledError) return reason;
   const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
   return new CancelledError(timedOut ? `${what}: ${reason.message}` : `${what}: cancelled by the caller`, {
     cause: reason,
   });
+}
+
+/** The reason a timeout aborts with: an Error named TimeoutError, as AbortSignal.timeout uses. */
+export function timeoutReason(timeoutMs: number): Error {
+  const reason = new Error(`timed out after ${timeoutMs} ms`);
+  reason.name = 'TimeoutError';
+  return reason;
 }

@@ -163,7 +163,7 @@ export class NereidHttpClient {
     const what = `${ex.method} ${ex.path}`;
     const call = callSignal(opts.signal, opts.timeoutMs ?? this.timeoutMs);
     try {
-      if (call.signal.aborted) throw abortError(call.signal, what);
+      if (call.signal.aborted) throw abortError(call.signal.reason, what);
       const res = await this.fetchFn(this.base + ex.path, {
         method: ex.method,
         headers: { ...this.headers, ...ex.headers },
@@ -176,7 +176,7 @@ export class NereidHttpClient {
       return { status: res.status, headers: res.headers, body };
     } catch (err) {
       if (err instanceof NereidError) throw err;
-      if (call.signal.aborted) throw abortError(call.signal, what);
+      if (call.signal.aborted) throw abortError(call.signal.reason, what);
       // fetch rejects with a TypeError for DNS failures, refused connections and resets.
       const detail = err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : '';
       throw new UnavailableError(`${what}: cannot reach ${this.base}: ${detail}`, { cause: err });

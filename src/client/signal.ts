@@ -1,3 +1,5 @@
+import { timeoutReason } from './errors.js';
+
 /**
  * One AbortSignal per call from the caller's signal and the timeout. Written by hand rather than with
  * AbortSignal.any + AbortSignal.timeout so the timer and the listener are released as soon as the call ends (a
@@ -20,11 +22,7 @@ export function callSignal(signal: AbortSignal | undefined, timeoutMs: number | 
   } else {
     signal?.addEventListener('abort', onAbort, { once: true });
     if (timeoutMs !== undefined && timeoutMs > 0) {
-      timer = setTimeout(() => {
-        const reason = new Error(`timed out after ${timeoutMs} ms`);
-        reason.name = 'TimeoutError';
-        controller.abort(reason);
-      }, timeoutMs);
+      timer = setTimeout(() => controller.abort(timeoutReason(timeoutMs)), timeoutMs);
     }
   }
   return {
