@@ -72,7 +72,14 @@ export const FLAGS = {
   'log-error': { kind: 'bool', help: 'Log errors.', default: true },
   'log-format': { kind: 'string', help: 'default | ISO8601.', default: 'default', choices: ['default', 'ISO8601'] },
   'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
-  'trace-config': { kind: 'list', help: 'Trace setting.', later: 'tracing' },
+  'trace-config': {
+    kind: 'list',
+    help: 'Trace setting [triton,]<key>=<value>: file, level (OFF|TIMESTAMPS), rate, count, log-frequency.',
+  },
+  'trace-file': { kind: 'string', help: 'Deprecated: use --trace-config triton,file=<path>.' },
+  'trace-level': { kind: 'string', help: 'Deprecated: use --trace-config triton,level=<level>.' },
+  'trace-rate': { kind: 'int', help: 'Deprecated: use --trace-config triton,rate=<n>.' },
+  'trace-count': { kind: 'int', help: 'Deprecated: use --trace-config triton,count=<n>.' },
   'grpc-use-ssl': { kind: 'bool', help: 'gRPC TLS.', default: false, later: 'gRPC' },
   'grpc-use-ssl-mutual': { kind: 'bool', help: 'gRPC mutual TLS.', default: false, later: 'gRPC' },
   'grpc-server-cert': { kind: 'string', help: 'gRPC server certificate.', later: 'gRPC' },
@@ -191,4 +198,46 @@ export function helpText(): string {
     return `  --${n}${value}\n      ${s.help}${def}${later}`;
   });
   return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
+}
+
+/** `--trace-config [triton,]<key>=<value>` entries (and the deprecated --trace-* flags) → trace options. */
+export function parseTraceConfig(v: FlagValues): {
+  file?: string;
+  level?: string;
+  rate?: number;
+  count?: number;
+  logFrequency?: number;
+} {
+  const out: { file?: string; level?: string; rate?: number; count?: number; logFrequency?: number } = {};
+  if (v['trace-file'] !== undefined) out.file = v['trace-file'] as string;
+  if (v['trace-level'] !== undefined) out.level = v['trace-level'] as string;
+  if (v['trace-rate'] !== undefined) out.rate = v['trace-rate'] as number;
+  if (v['trace-count'] !== undefined) out.count = v['trace-count'] as number;
+  for (const entry of v['trace-config'] as string[]) {
+    let kv = entry;
+    const comma = entry.indexOf(',');
+    if (comma >= 0 && !entry.slice(0, comma).includes('=')) {
+      const mode = entry.slice(0, comma);
+      if (mode !== 'triton') {
+        throw new InvalidArgError(
+          `--trace-config mode '${mode}' is not supported (only 'triton'; OpenTelemetry is not implemented)`,
+        );
+      }
+      kv = entry.slice(comma + 1);
+    }
+    const m = /^([a-z_-]+)=(.*)$/.exec(kv);
+    if (!m) throw new InvalidArgError(`--trace-config '${entry}' must look like [triton,]<key>=<value>`);
+    const [, key, value] = m;
+    const int = (): number => {
+      if (!/^-?\d+$/.test(value)) throw new InvalidArgError(`--trace-config ${key} must be an integer, got '${value}'`);
+      return Number(value);
+    };
+    if (key === 'file') out.file = value;
+    else if (key === 'level') out.level = value;
+    else if (key === 'rate') out.rate = int();
+    else if (key === 'count') out.count = int();
+    else if (key === 'log-frequency' || key === 'log_frequency') out.logFrequency = int();
+    else throw new InvalidArgError(`--trace-config: unknown key '${key}' (file, level, rate, count, log-frequency)`);
+  }
+  return out;
 }

@@ -1,19 +1,9 @@
 #!/usr/bin/env node
 import { NereidError } from '../core/errors.js';
-import { createLogger, type Logger } from '../core/logger.js';
+import { createLogger } from '../core/logger.js';
 import { NEREID_VERSION } from '../server/server.js';
-import { FLAGS, helpText, parseBackendConfig, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
+import { FLAGS, helpText, parseBackendConfig, parseFlags, parseTraceConfig, type FlagSpec } from './flags.js';
 import { serve } from './serve.js';
-
-function logLevel(v: FlagValues): string {
-  const verbose = v['log-verbose'] as number;
-  if (verbose > 1) return 'trace';
-  if (verbose > 0) return 'debug';
-  if (v['log-info']) return 'info';
-  if (v['log-warning']) return 'warn';
-  if (v['log-error']) return 'error';
-  return 'silent';
-}
 
 async function runServe(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -21,7 +11,16 @@ async function runServe(argv: string[]): Promise<number> {
     return 0;
   }
   const { values: v, given } = parseFlags(argv);
-  const logger: Logger = createLogger({ level: logLevel(v), destination: v['log-file'] as string | undefined });
+  const logger = createLogger({
+    switches: {
+      info: v['log-info'] as boolean,
+      warning: v['log-warning'] as boolean,
+      error: v['log-error'] as boolean,
+      verbose: v['log-verbose'] as number,
+      format: v['log-format'] as 'default' | 'ISO8601',
+      file: (v['log-file'] as string | undefined) ?? '',
+    },
+  });
   const repositories = v['model-repository'] as string[];
   if (repositories.length === 0) {
     process.stderr.write('nereid serve: --model-repository is required (see nereid serve --help)\n');
@@ -46,22 +45,34 @@ async function runServe(argv: string[]): Promise<number> {
     modelControlMode: v['model-control-mode'] as 'none' | 'poll' | 'explicit',
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
+    trace: parseTraceConfig(v),
     logger,
   });
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
   logger.info({ ms: Math.round(ms) }, `nereid ${NEREID_VERSION} ready`);
+  const exitTimeout = v['exit-timeout-secs'] as number;
+  let stopping = false;
   const stop = (signal: string): void => {
-    logger.info(`${signal} received: stopping`);
-    const timer = setTimeout(
-      () => {
-        logger.error(`exit timeout of ${v['exit-timeout-secs']}s reached with work in flight`);
+    if (stopping) return;
+    stopping = true;
+    logger.info(`${signal} received: not ready any more; waiting for in-flight requests to complete`);
+    const deadline = Date.now() + exitTimeout * 1000;
+    // Once a second, say what is still running (Triton's countdown); the deadline is never restarted.
+    const countdown = setInterval(() => {
+      const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
+      logger.info(`Timeout ${left}: Found ${running.server.inflight} in-flight inference requests`);
+      if (Date.now() >= deadline) {
+        logger.error(`exit timeout of ${exitTimeout}s reached with ${running.server.inflight} requests in flight`);
         process.exit(1);
-      },
-      (v['exit-timeout-secs'] as number) * 1000,
-    );
-    timer.unref();
+      }
+    }, 1000);
+    countdown.unref();
     running.close().then(
-      () => process.exit(0),
+      () => {
+        clearInterval(countdown);
+        logger.info('stopped');
+        process.exit(0);
+      },
       (err: unknown) => {
         logger.error({ err }, 'error while stopping');
         process.exit(1);

@@ -1,7 +1,8 @@
 import { defaultBackends } from '../backends/index.js';
-import type { Logger } from '../core/logger.js';
+import { createLogger, type Logger } from '../core/logger.js';
 import { startHttpServer } from '../protocol/http/server.js';
 import { InferenceServer } from '../server/server.js';
+import type { TraceOptions } from '../server/trace.js';
 
 export interface ServeOptions {
   repositories: readonly string[];
@@ -17,6 +18,7 @@ export interface ServeOptions {
   modelControlMode?: 'none' | 'poll' | 'explicit';
   loadModels?: readonly string[];
   repositoryPollSecs?: number;
+  trace?: TraceOptions;
   logger?: Logger;
 }
 
@@ -32,6 +34,8 @@ export interface RunningNereid {
 /** Loads the repositories and starts the endpoints; what `nereid serve` runs and what tests start. */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const backends = defaultBackends();
+  // Without a logger from the caller: a silent one whose switches the logging extension can still turn on.
+  opts = { ...opts, logger: opts.logger ?? createLogger({ switches: { info: false, warning: false, error: false } }) };
   const server = await InferenceServer.create({
     repositories: opts.repositories,
     backends,
@@ -43,6 +47,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     modelControlMode: opts.modelControlMode,
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
+    trace: opts.trace,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
@@ -69,6 +74,8 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     httpPort: http?.port,
     close() {
       closing ??= (async () => {
+        // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
+        server.beginShutdown();
         await http?.close();
         await server.close();
         await Promise.all(backends.map((b) => b.close?.()));

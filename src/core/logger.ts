@@ -1,4 +1,4 @@
-import { pino } from 'pino';
+import { pino, type Logger as Pino } from 'pino';
 
 /** Structured logger. Fields by convention: `model`, `version`, `requestId`. Libraries default to noopLogger. */
 export interface Logger {
@@ -8,8 +8,8 @@ export interface Logger {
   debug(obj: object | string, msg?: string): void;
   trace(obj: object | string, msg?: string): void;
   child(bindings: Record<string, unknown>): Logger;
-  /** pino level name: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent'. */
-  level: string;
+  /** Lowest enabled level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent'. */
+  readonly level: string;
 }
 
 const noop = (): void => {};
@@ -23,16 +23,72 @@ export const noopLogger: Logger = {
   level: 'silent',
 };
 
-export interface LoggerOptions {
-  level?: string;
-  /** Write to this file descriptor or path instead of stderr. */
-  destination?: number | string;
+/**
+ * Triton's log switches, changed at run time by the logging extension. One object shared by the root logger and
+ * every child, so a change reaches loggers created earlier (pino children copy their level when created).
+ */
+export interface LogSwitches {
+  info: boolean;
+  warning: boolean;
+  error: boolean;
+  /** 0 = off; 1 = debug; 2+ = trace. */
+  verbose: number;
+  format: 'default' | 'ISO8601';
+  /** Where logs go ('' = stderr); fixed at start. */
+  file: string;
 }
 
-/** The server's logger: pino, JSON lines to stderr by default. */
-export function createLogger(opts: LoggerOptions = {}): Logger {
-  return pino(
-    { level: opts.level ?? 'info', base: { pid: process.pid } },
-    pino.destination({ dest: opts.destination ?? 2, sync: true }),
-  ) as unknown as Logger;
+export interface LoggerOptions {
+  switches?: Partial<LogSwitches>;
+}
+
+/** The server's logger with its switches. */
+export interface ServerLogger extends Logger {
+  readonly switches: LogSwitches;
+}
+
+function levelOf(s: LogSwitches): string {
+  if (s.verbose > 1) return 'trace';
+  if (s.verbose > 0) return 'debug';
+  if (s.info) return 'info';
+  if (s.warning) return 'warn';
+  if (s.error) return 'error';
+  return 'silent';
+}
+
+function wrap(p: Pino, s: LogSwitches): Logger {
+  return {
+    error: (o, m) => s.error && p.error(o as object, m),
+    warn: (o, m) => s.warning && p.warn(o as object, m),
+    info: (o, m) => s.info && p.info(o as object, m),
+    debug: (o, m) => s.verbose > 0 && p.debug(o as object, m),
+    trace: (o, m) => s.verbose > 1 && p.trace(o as object, m),
+    child: (b) => wrap(p.child(b), s),
+    get level() {
+      return levelOf(s);
+    },
+  };
+}
+
+/** The server's logger: pino JSON lines to stderr (or `switches.file`), filtered by the shared switches. */
+export function createLogger(opts: LoggerOptions = {}): ServerLogger {
+  const switches: LogSwitches = {
+    info: true,
+    warning: true,
+    error: true,
+    verbose: 0,
+    format: 'default',
+    file: '',
+    ...opts.switches,
+  };
+  const p = pino(
+    {
+      level: 'trace',
+      base: { pid: process.pid },
+      timestamp: () =>
+        switches.format === 'ISO8601' ? `,"time":"${new Date().toISOString()}"` : `,"time":${Date.now()}`,
+    },
+    pino.destination({ dest: switches.file || 2, sync: true }),
+  );
+  return Object.assign(wrap(p, switches), { switches });
 }

@@ -4,8 +4,12 @@
  */
 export const EXTENSIONS: readonly string[] = Object.freeze([
   'classification',
+  'model_repository',
+  'model_repository(unload_dependents)',
   'model_configuration',
   'binary_tensor_data',
   'parameters',
   'statistics',
+  'trace',
+  'logging',
 ]);

@@ -11,7 +11,7 @@ import {
   UnsupportedError,
 } from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
-import { noopLogger, type Logger } from '../core/logger.js';
+import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ScheduledResult } from '../scheduler/scheduler.js';
@@ -32,6 +32,7 @@ import type {
 } from './api.js';
 import { classify } from './classification.js';
 import { toModelStatistics } from './statistics.js';
+import { Tracer, type TraceOptions } from './trace.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 
@@ -55,6 +56,8 @@ export interface InferenceServerOptions {
   loadModels?: readonly string[];
   /** `--repository-poll-secs` (default 15). */
   repositoryPollSecs?: number;
+  /** Trace settings from the command line (`--trace-config`). */
+  trace?: TraceOptions;
   logger?: Logger;
 }
 
@@ -64,6 +67,10 @@ export class InferenceServer implements InferenceServerApi {
   readonly #opts: Required<Pick<InferenceServerOptions, 'strictReadiness' | 'id'>>;
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
+  readonly #tracer: Tracer;
+  /** Inference requests inside infer() now (for the shutdown countdown). */
+  #inflight = 0;
+  #draining = false;
   #poller: NodeJS.Timeout | undefined;
   #polling: Promise<unknown> | undefined;
   #closing: Promise<void> | undefined;
@@ -74,6 +81,7 @@ export class InferenceServer implements InferenceServerApi {
     this.#opts = { strictReadiness: opts.strictReadiness ?? true, id: opts.id ?? 'nereid' };
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? 'none';
+    this.#tracer = new Tracer(opts.trace);
     if (this.#mode === 'poll') {
       const secs = opts.repositoryPollSecs ?? 15;
       this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
@@ -137,7 +145,7 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   isReady(): boolean {
-    if (this.#closing !== undefined) return false;
+    if (this.#draining || this.#closing !== undefined) return false;
     const models = this.#repo.list();
     // Explicit mode: models that were never loaded or were unloaded do not count against readiness.
     const counted = models.filter((m) => !(this.#mode === 'explicit' && m.reason === 'unloaded'));
@@ -212,8 +220,28 @@ export class InferenceServer implements InferenceServerApi {
     return this.#resolve(name, version).config;
   }
 
+  /** Requests being inferred now. */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  /** First step of a graceful shutdown: readiness turns false and new requests are refused; in-flight ones go on. */
+  beginShutdown(): void {
+    this.#draining = true;
+  }
+
   async infer(request: InferRequest, opts: CallOptions = {}): Promise<InferResponse> {
-    if (this.#closing) throw new UnavailableError('server is shutting down');
+    if (this.#draining || this.#closing) throw new UnavailableError('server is shutting down');
+    this.#inflight++;
+    try {
+      return await this.#infer(request, opts);
+    } finally {
+      this.#inflight--;
+    }
+  }
+
+  async #infer(request: InferRequest, opts: CallOptions): Promise<InferResponse> {
+    const requestStart = process.hrtime.bigint();
     const { model, version, config } = this.#resolve(request.model, request.version);
     const checked = validateRequest(request, model.name, config);
     const params = request.parameters ?? {};
@@ -237,6 +265,23 @@ export class InferenceServer implements InferenceServerApi {
       result.queueNs,
       result.timings,
     );
+    const traceId = this.#tracer.sample(model.name);
+    if (traceId !== 0) {
+      // Compute timestamps are derived from the measured durations (the worker's clock is not ours).
+      const t = result.timings;
+      const computeStart = started + BigInt(result.queueNs);
+      const inputEnd = computeStart + BigInt(t.computeInputNs);
+      const outputStart = inputEnd + BigInt(t.computeInferNs);
+      this.#tracer.record(traceId, model.name, version.version, request.id, {
+        REQUEST_START: requestStart,
+        QUEUE_START: started,
+        COMPUTE_START: computeStart,
+        COMPUTE_INPUT_END: inputEnd,
+        COMPUTE_OUTPUT_START: outputStart,
+        COMPUTE_END: outputStart + BigInt(t.computeOutputNs),
+        REQUEST_END: process.hrtime.bigint(),
+      });
+    }
     const batching = (config.max_batch_size ?? 0) > 0;
     const declared = new Map((config.output ?? []).map((o) => [o.name as string, o]));
     const outputs: Tensor[] = checked.outputs.map((req, i) => {
@@ -348,27 +393,91 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   logSettings(): LogSettings {
-    throw new UnsupportedError('the logging extension is not implemented yet in Nereid');
+    const s = this.#switches();
+    return {
+      log_file: s.file,
+      log_info: s.info,
+      log_warning: s.warning,
+      log_error: s.error,
+      log_verbose_level: s.verbose,
+      log_format: s.format,
+    };
   }
 
-  updateLogSettings(): LogSettings {
-    throw new UnsupportedError('the logging extension is not implemented yet in Nereid');
+  /** Applies a partial update (validated as a whole first, so a bad key changes nothing) and returns all settings. */
+  updateLogSettings(update: Partial<Record<keyof LogSettings, unknown>>): LogSettings {
+    const s = this.#switches();
+    const next = { ...s };
+    for (const [key, value] of Object.entries(update)) {
+      const bool = (): boolean => {
+        if (typeof value !== 'boolean')
+          throw new InvalidArgError(`log setting '${key}' must be a boolean, got ${JSON.stringify(value)}`);
+        return value;
+      };
+      switch (key) {
+        case 'log_file':
+          // A remote caller must not choose where the server writes (CVE-2024-0087).
+          throw new UnsupportedError('log file location can not be updated through network protocol');
+        case 'log_info':
+          next.info = bool();
+          break;
+        case 'log_warning':
+          next.warning = bool();
+          break;
+        case 'log_error':
+          next.error = bool();
+          break;
+        case 'log_verbose_level':
+          if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+            throw new InvalidArgError(
+              `log setting 'log_verbose_level' must be a non-negative integer, got ${JSON.stringify(value)}`,
+            );
+          }
+          next.verbose = value;
+          break;
+        case 'log_format':
+          if (value !== 'default' && value !== 'ISO8601') {
+            throw new InvalidArgError(
+              `log setting 'log_format' must be "default" or "ISO8601", got ${JSON.stringify(value)}`,
+            );
+          }
+          next.format = value;
+          break;
+        default:
+          throw new InvalidArgError(
+            `unknown log setting '${key}'; known: log_file, log_info, log_warning, log_error, log_verbose_level, log_format`,
+          );
+      }
+    }
+    Object.assign(s, next);
+    return this.logSettings();
   }
 
-  traceSettings(): TraceSettings {
-    throw new UnsupportedError('the trace extension is not implemented yet in Nereid');
+  #switches(): LogSwitches {
+    const s = (this.#logger as Partial<ServerLogger>).switches;
+    if (!s)
+      throw new UnsupportedError('the logging extension needs a server logger (start the server through serve())');
+    return s;
   }
 
-  updateTraceSettings(): TraceSettings {
-    throw new UnsupportedError('the trace extension is not implemented yet in Nereid');
+  traceSettings(model?: string): TraceSettings {
+    if (model !== undefined) this.#resolve(model);
+    return this.#tracer.settings(model);
+  }
+
+  updateTraceSettings(model: string | undefined, update: Record<string, unknown>): TraceSettings {
+    if (model !== undefined) this.#resolve(model);
+    return this.#tracer.update(model, update);
   }
 
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
   close(): Promise<void> {
     if (this.#poller) clearInterval(this.#poller);
     this.#closing ??= (async () => {
+      this.#draining = true;
       await this.#polling;
       await this.#repo.close();
+      await this.#tracer.close();
       this.#closed = true;
       this.#logger.info('all models unloaded');
     })();
