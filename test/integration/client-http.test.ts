@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import {
   CancelledError,
   InvalidArgError,
+  NereidError,
   NereidHttpClient,
   NotFoundError,
   UnavailableError,
@@ -268,6 +269,49 @@ describe('NereidHttpClient (real server)', () => {
     it('an unreachable server is an UnavailableError', async () => {
       const nowhere = new NereidHttpClient({ url: '127.0.0.1:1' });
       await assert.rejects(nowhere.serverMetadata(), UnavailableError);
+    });
+  });
+});
+
+describe('NereidHttpClient model control (real server, explicit mode)', () => {
+  let server: TestServer;
+  let client: NereidHttpClient;
+  before(async () => {
+    server = await startNereid({ modelControlMode: 'explicit' });
+    client = new NereidHttpClient({ url: server.url });
+  });
+  after(async () => {
+    await server.close();
+  });
+
+  it('loads, infers, unloads', async () => {
+    assert.equal(await client.isModelReady('simple'), false);
+    await client.loadModel('simple');
+    assert.equal(await client.isModelReady('simple'), true);
+    assert.equal((await client.infer('simple', simpleInputs())).outputs.length, 2);
+    await client.unloadModel('simple');
+    assert.equal(await client.isModelReady('simple'), false);
+    await assert.rejects(
+      client.infer('simple', simpleInputs()),
+      (err: unknown) => err instanceof NotFoundError || err instanceof UnavailableError,
+    );
+  });
+
+  it('loads with an override config given as an object', async () => {
+    const config = await (async () => {
+      await client.loadModel('classifier');
+      return client.modelConfig('classifier');
+    })();
+    await client.loadModel('classifier', { config: { ...config, max_batch_size: 4 } });
+    assert.equal((await client.modelConfig('classifier')).max_batch_size, 4);
+  });
+
+  it('BAD CALL - loading an unknown model rejects with a catalogue error and the server message', async () => {
+    // The class follows the server's status (INTERNAL today, as Triton's "failed to load"); the client keeps it.
+    await assert.rejects(client.loadModel('no_such_model'), (err: unknown) => {
+      assert.ok(err instanceof NereidError);
+      assert.match(err.message, /no_such_model/);
+      return true;
     });
   });
 });
