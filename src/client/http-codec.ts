@@ -11,7 +11,8 @@ import type { ClientParameters, OutputTensor, RequestedOutput } from './types.js
 
 /** What the HTTP client sends: the body and the headers that describe it. */
 export interface EncodedRequest {
-  body: Uint8Array;
+  // ArrayBuffer-backed (not SharedArrayBuffer): the DOM's BodyInit accepts only that.
+  body: Uint8Array<ArrayBuffer>;
   headers: Record<string, string>;
 }
 

@@ -32,7 +32,7 @@ export interface HttpClientOptions {
 interface Exchange {
   method: 'GET' | 'POST';
   path: string;
-  body?: Uint8Array | string;
+  body?: Uint8Array<ArrayBuffer> | string;
   headers?: Record<string, string>;
 }
 
