@@ -77,3 +77,37 @@ describe('nereid CLI', () => {
     assert.equal(code, 0);
   });
 });
+
+describe('graceful shutdown', () => {
+  /** A text_encoder request big enough to take a while on this machine. */
+  function slowRequest(port: number): Promise<number> {
+    const batch = 8;
+    const seq = 512;
+    const ids = Array.from({ length: batch * seq }, (_, i) => i % 1000);
+    const ones = ids.map(() => 1);
+    const zeros = ids.map(() => 0);
+    const input = (name: string, data: number[]): unknown => ({ name, shape: [batch, seq], datatype: 'INT32', data });
+    return fetch(`http://127.0.0.1:${port}/v2/models/text_encoder/infer`, {
+      method: 'POST',
+      body: JSON.stringify({
+        inputs: [input('input_ids', ids), input('attention_mask', ones), input('token_type_ids', zeros)],
+        outputs: [{ name: 'output', parameters: { binary_data: true } }],
+      }),
+    }).then(async (r) => {
+      await r.arrayBuffer();
+      return r.status;
+    });
+  }
+
+  it('SIGTERM with requests in flight: every one is answered 200, then the process exits 0', async () => {
+    const { child, port } = await startChild(['--model-repository', EXAMPLES]);
+    const inflight = Array.from({ length: 6 }, () => slowRequest(port));
+    // Let every request reach the server: a connection whose request has not arrived yet counts as new.
+    await new Promise((r) => setTimeout(r, 300));
+    child.kill('SIGTERM');
+    const exited = once(child, 'exit');
+    assert.deepEqual(await Promise.all(inflight), [200, 200, 200, 200, 200, 200]);
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0);
+  });
+});

@@ -51,11 +51,12 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   const routes = buildRoutes(CORE_HANDLERS);
   let closing: Promise<void> | undefined;
 
+  // Responses not yet finished: at shutdown they are told to close their connection once written, so the
+  // server can finish without cutting a response short (closing "idle" connections mid-write did).
+  const active = new Set<ServerResponse>();
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    res.once('close', () => {
-      // While shutting down, a connection whose last response just ended is idle: close it so close() can finish.
-      if (closing !== undefined) server.closeIdleConnections();
-    });
+    active.add(res);
+    res.once('close', () => active.delete(res));
     if (closing !== undefined) res.shouldKeepAlive = false;
     dispatch(routes, { req, res, api, logger, maxInputSize })
       .catch((err: unknown) => sendError(req, res, err, logger))
@@ -88,6 +89,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
       closing ??= new Promise<void>((resolve) => {
         // server.close stops accepting and (Node ≥ 19) closes idle connections; its callback waits for the rest.
         server.close(() => resolve());
+        for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
         server.closeIdleConnections();
       });
       return closing;
