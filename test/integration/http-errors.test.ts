@@ -285,9 +285,7 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
 
   it('answers 501 (not a fake success) on extensions that are not implemented yet', async () => {
     for (const [method, p] of [
-      ['POST', '/v2/repository/models/simple/load'],
-      ['GET', '/v2/trace/setting'],
-      ['GET', '/v2/logging'],
+      ['POST', '/v2/models/simple/generate'],
       ['GET', '/v2/systemsharedmemory/status'],
       ['POST', '/v2/cudasharedmemory/region/r/register'],
     ]) {
