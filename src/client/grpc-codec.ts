@@ -7,14 +7,13 @@ import type { ClientParameters, ClientParamValue, OutputTensor, RequestedOutput 
 
 /**
  * InferResult/inputs ↔ the plain objects @grpc/proto-loader serialises as inference.ModelInferRequest and reads
- * from ModelInferResponse (snake_case, oneofs named by their member, int64 as numbers: see grpc.ts for the loader
+ * from ModelInferResponse (snake_case, int64 as numbers, only the set oneof member present: see grpc.ts for the loader
  * options). Tensors travel in raw_input_contents / raw_output_contents, as tritonclient sends them: protobuf's
  * repeated fields cost an allocation per element.
  */
 
 /** InferParameter / ModelRepositoryParameter as the loader reads and writes it. */
 export interface ParameterMsg {
-  parameter_choice?: string;
   bool_param?: boolean;
   int64_param?: number | string;
   string_param?: string;
@@ -53,11 +52,14 @@ function toParameterMap(params: ClientParameters | undefined): Record<string, Pa
   return out;
 }
 
+const PARAMETER_MEMBERS = ['bool_param', 'int64_param', 'string_param', 'double_param', 'uint64_param'] as const;
+
 function fromParameterMap(map: Record<string, ParameterMsg> | undefined): ClientParameters {
   const out: ClientParameters = {};
   for (const [k, p] of Object.entries(map ?? {})) {
-    const choice = p.parameter_choice;
-    const v = choice === undefined ? undefined : p[choice as keyof ParameterMsg];
+    // The loader sets only the oneof member that was on the wire (see grpc.ts, `oneofs: false`).
+    const member = PARAMETER_MEMBERS.find((m) => p[m] !== undefined && p[m] !== null);
+    const v = member === undefined ? undefined : p[member];
     if (typeof v === 'boolean' || typeof v === 'number' || typeof v === 'string') out[k] = v;
   }
   return out;

@@ -22,9 +22,9 @@ import type {
 
 /**
  * The gRPC client (Node only: @grpc/grpc-js). It loads proto/grpc_service.proto at run time, as the server does,
- * so both sides are defined by the same file. Loader options differ from the server's in one place, `longs:
- * Number`: shapes, statistics and configs then read as plain numbers, as over HTTP (tensors are unaffected: they
- * travel as raw bytes).
+ * so both sides are defined by the same file. Loader options differ from the server's in two places: `longs:
+ * Number`, so shapes, statistics and configs read as plain numbers, as over HTTP (tensors are unaffected: they
+ * travel as raw bytes); and `oneofs: false` (below).
  */
 
 /** Options of {@link NereidGrpcClient}. */
@@ -69,7 +69,9 @@ function inferenceService(): grpc.ServiceClientConstructor {
       longs: Number,
       enums: String,
       defaults: true,
-      oneofs: true,
+      // No virtual oneof-name fields (`scheduling_choice`, `parameter_choice`): a config read with them cannot be
+      // sent back as a load override; defaults are never filled in for oneof members, so the set one is the one there.
+      oneofs: false,
       includeDirs: [dir],
     });
     const pkg = grpc.loadPackageDefinition(definition) as unknown as {

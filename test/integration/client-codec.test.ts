@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { errorFromGrpc, errorFromHttp } from '../../src/client/errors.js';
+import { decodeModelInferResponse, encodeModelInferRequest } from '../../src/client/grpc-codec.js';
 import { decodeInferResponse, encodeInferRequest } from '../../src/client/http-codec.js';
 import { callSignal } from '../../src/client/signal.js';
 import { fromJsonData, toJsonData, toWireInput } from '../../src/client/tensors.js';
@@ -183,6 +184,43 @@ describe('client HTTP infer codec', () => {
       }),
     );
     assert.throws(() => decodeInferResponse(header, header.byteLength), InternalError);
+  });
+});
+
+describe('client gRPC infer codec', () => {
+  it('sends raw contents, parameters by type, classification as int64_param', () => {
+    const msg = encodeModelInferRequest(
+      'm',
+      [toWireInput({ name: 'A', datatype: 'INT32', shape: [2], data: Int32Array.of(1, 2) })],
+      { parameters: { n: 3, x: 0.5, s: 'v', b: true, big: 2n ** 62n }, outputs: [{ name: 'P', classCount: 2 }] },
+    );
+    assert.deepEqual(msg.parameters, {
+      n: { int64_param: 3 },
+      x: { double_param: 0.5 },
+      s: { string_param: 'v' },
+      b: { bool_param: true },
+      big: { int64_param: '4611686018427387904' },
+    });
+    assert.deepEqual(msg.outputs, [{ name: 'P', parameters: { classification: { int64_param: 2 } } }]);
+    assert.deepEqual(Array.from((msg.raw_input_contents as Uint8Array[])[0]), [1, 0, 0, 0, 2, 0, 0, 0]);
+  });
+
+  it('reads raw outputs, typed contents when there are no raw ones, and the set parameter member', () => {
+    const result = decodeModelInferResponse({
+      model_name: 'm',
+      model_version: '1',
+      id: '',
+      parameters: { seq: { int64_param: 7 }, done: { bool_param: true } },
+      outputs: [
+        { name: 'R', datatype: 'INT32', shape: [1], contents: null },
+        { name: 'T', datatype: 'INT64', shape: [2], contents: { int64_contents: ['5', '-6'] } },
+      ],
+      raw_output_contents: [new Uint8Array(Int32Array.of(9).buffer)],
+    });
+    assert.deepEqual(result.parameters, { seq: 7, done: true });
+    assert.equal(result.id, undefined);
+    assert.deepEqual(Array.from(result.output('R').data as Int32Array), [9]);
+    assert.deepEqual(result.output('T').data, BigInt64Array.of(5n, -6n));
   });
 });
 

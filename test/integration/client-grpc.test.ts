@@ -191,3 +191,31 @@ describe('NereidGrpcClient (real server)', () => {
     });
   });
 });
+
+describe('NereidGrpcClient model control (real server, explicit mode)', () => {
+  let server: TestServer;
+  let grpcServer: RunningGrpcServer;
+  let client: NereidGrpcClient;
+  before(async () => {
+    server = await startNereid({ modelControlMode: 'explicit' });
+    grpcServer = await startGrpcServer(server.server, { host: '127.0.0.1', port: 0 });
+    client = new NereidGrpcClient({ address: `127.0.0.1:${grpcServer.port}` });
+  });
+  after(async () => {
+    client.close();
+    await grpcServer.close();
+    await server.close();
+  });
+
+  it('loads (with an override config), infers, unloads', async () => {
+    assert.equal(await client.isModelReady('simple'), false);
+    await client.loadModel('simple');
+    assert.equal(await client.isModelReady('simple'), true);
+    assert.equal((await client.infer('simple', simpleInputs())).outputs.length, 2);
+    const config = await client.modelConfig('simple');
+    await client.loadModel('simple', { config: JSON.stringify({ ...config, max_batch_size: 2 }) });
+    assert.equal((await client.modelConfig('simple')).max_batch_size, 2);
+    await client.unloadModel('simple', { unloadDependents: false });
+    assert.equal(await client.isModelReady('simple'), false);
+  });
+});
