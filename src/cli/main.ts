@@ -46,6 +46,12 @@ async function runServe(argv: string[]): Promise<number> {
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
     trace: parseTraceConfig(v),
+    allowMetrics: v['allow-metrics'] as boolean,
+    metricsPort: v['metrics-port'] as number,
+    metricsAddress: v['metrics-address'] as string | undefined,
+    metricsIntervalMs: v['metrics-interval-ms'] as number,
+    metricsConfig: v['metrics-config'] as string[],
+    allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
     logger,
   });
   const ms = Number(process.hrtime.bigint() - started) / 1e6;

@@ -1,5 +1,6 @@
 import { defaultBackends } from '../backends/index.js';
 import { createLogger, type Logger } from '../core/logger.js';
+import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from '../metrics/index.js';
 import { startHttpServer } from '../protocol/http/server.js';
 import { InferenceServer } from '../server/server.js';
 import type { TraceOptions } from '../server/trace.js';
@@ -19,6 +20,12 @@ export interface ServeOptions {
   loadModels?: readonly string[];
   repositoryPollSecs?: number;
   trace?: TraceOptions;
+  allowMetrics?: boolean;
+  metricsPort?: number;
+  metricsAddress?: string;
+  metricsIntervalMs?: number;
+  metricsConfig?: readonly string[];
+  allowCpuMetrics?: boolean;
   logger?: Logger;
 }
 
@@ -28,6 +35,8 @@ export interface RunningNereid {
   /** Base URL of the HTTP endpoint, e.g. `http://127.0.0.1:8000`. */
   httpUrl?: string;
   httpPort?: number;
+  /** Port of the Prometheus endpoint when metrics are on. */
+  metricsPort?: number;
   close(): Promise<void>;
 }
 
@@ -51,7 +60,21 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
+  let metrics: RunningMetricsServer | undefined;
   try {
+    if (opts.allowMetrics ?? true) {
+      const host = opts.metricsAddress ?? opts.httpAddress ?? '0.0.0.0';
+      metrics = await startMetricsServer(metricsSourceFrom(server), {
+        host,
+        port: opts.metricsPort ?? 8002,
+        intervalMs: opts.metricsIntervalMs,
+        config: opts.metricsConfig ? [...opts.metricsConfig] : undefined,
+        allowCpuMetrics: opts.allowCpuMetrics,
+        logger: opts.logger,
+      });
+      server.setObserver(metrics.observer);
+      opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
+    }
     if (opts.allowHttp ?? true) {
       http = await startHttpServer(server, {
         host: opts.httpAddress ?? '0.0.0.0',
@@ -62,6 +85,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? '0.0.0.0'}:${http.port}`);
     }
   } catch (err) {
+    await metrics?.close();
     await server.close();
     await Promise.all(backends.map((b) => b.close?.()));
     throw err;
@@ -72,11 +96,13 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     server,
     httpUrl: http ? `http://${host.includes(':') ? `[${host}]` : host}:${http.port}` : undefined,
     httpPort: http?.port,
+    metricsPort: metrics?.port,
     close() {
       closing ??= (async () => {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
         await http?.close();
+        await metrics?.close();
         await server.close();
         await Promise.all(backends.map((b) => b.close?.()));
       })();

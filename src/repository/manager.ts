@@ -237,6 +237,7 @@ export class ModelRepository {
   async #loadVersion(model: Model, version: number, modelPath: string, backend: Backend): Promise<void> {
     const entry: ModelVersion = { version, state: 'LOADING', reason: '', stats: new ModelStats() };
     model.versions.set(version, entry);
+    const started = process.hrtime.bigint();
     try {
       await assertExists(modelPath, model.name);
       const loaded = await backend.load({
@@ -259,6 +260,7 @@ export class ModelRepository {
         logger: this.#opts.logger.child({ model: model.name, version }),
       });
       entry.state = 'READY';
+      entry.loadSeconds = Number(process.hrtime.bigint() - started) / 1e9;
     } catch (err) {
       const e = NereidError.from(err);
       entry.state = 'UNAVAILABLE';

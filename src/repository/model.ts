@@ -15,6 +15,8 @@ export interface ModelVersion {
   scheduler?: Scheduler;
   /** Statistics of this version (statistics extension, metrics). */
   stats: ModelStats;
+  /** Seconds its load took (`nv_model_load_duration_secs`). */
+  loadSeconds?: number;
 }
 
 /** A model of the repository: its final config, its versions, and what the server needs to serve it. */

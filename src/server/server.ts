@@ -30,6 +30,7 @@ import type {
   TensorMetadata,
   TraceSettings,
 } from './api.js';
+import { noopObserver, type InferenceObserver } from '../metrics/observer.js';
 import { classify } from './classification.js';
 import { toModelStatistics } from './statistics.js';
 import { Tracer, type TraceOptions } from './trace.js';
@@ -70,6 +71,7 @@ export class InferenceServer implements InferenceServerApi {
   readonly #tracer: Tracer;
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
+  #observer: InferenceObserver = noopObserver;
   #draining = false;
   #poller: NodeJS.Timeout | undefined;
   #polling: Promise<unknown> | undefined;
@@ -220,6 +222,11 @@ export class InferenceServer implements InferenceServerApi {
     return this.#resolve(name, version).config;
   }
 
+  /** Per-request observations for latency summaries and histograms (the metrics endpoint sets it). */
+  setObserver(observer: InferenceObserver): void {
+    this.#observer = observer;
+  }
+
   /** Requests being inferred now. */
   get inflight(): number {
     return this.#inflight;
@@ -259,12 +266,9 @@ export class InferenceServer implements InferenceServerApi {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
       throw err;
     }
-    version.stats.recordSuccess(
-      checked.batchSize,
-      Number(process.hrtime.bigint() - started),
-      result.queueNs,
-      result.timings,
-    );
+    const totalNs = Number(process.hrtime.bigint() - started);
+    version.stats.recordSuccess(checked.batchSize, totalNs, result.queueNs, result.timings);
+    this.#observer.requestSucceeded(model.name, version.version, { totalNs, queueNs: result.queueNs, ...result.timings });
     const traceId = this.#tracer.sample(model.name);
     if (traceId !== 0) {
       // Compute timestamps are derived from the measured durations (the worker's clock is not ours).

@@ -61,7 +61,7 @@ export function callUnary<T>(
 }
 
 export async function startGrpcNereid(opts: Partial<GrpcServerOptions> = {}): Promise<GrpcNereid> {
-  const running = await serve({ repositories: [EXAMPLES], httpPort: 0, httpAddress: '127.0.0.1' });
+  const running = await serve({ repositories: [EXAMPLES], httpPort: 0, httpAddress: '127.0.0.1', metricsPort: 0 });
   const server = await startGrpcServer(running.server, { host: '127.0.0.1', ...opts, port: 0 });
   const address = `127.0.0.1:${server.port}`;
   const client = inferenceClient(address);

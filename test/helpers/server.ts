@@ -10,6 +10,12 @@ export interface TestServer extends RunningNereid {
 
 /** Starts the real server (real onnxruntime, real sockets) on 127.0.0.1, port 0. */
 export async function startNereid(opts: Partial<ServeOptions> & { repositories?: string[] } = {}): Promise<TestServer> {
-  const running = await serve({ repositories: [EXAMPLES], ...opts, httpPort: 0, httpAddress: '127.0.0.1' });
+  const running = await serve({
+    repositories: [EXAMPLES],
+    metricsPort: 0,
+    ...opts,
+    httpPort: 0,
+    httpAddress: '127.0.0.1',
+  });
   return { ...running, url: running.httpUrl as string };
 }

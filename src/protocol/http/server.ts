@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Server, type AddressInfo } from 'node:net';
 import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
@@ -51,12 +51,19 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   const routes = buildRoutes(CORE_HANDLERS);
   let closing: Promise<void> | undefined;
 
-  // Responses not yet finished: at shutdown they are told to close their connection once written, so the
-  // server can finish without cutting a response short (closing "idle" connections mid-write did).
+  // Responses not yet finished. At shutdown each closes its connection once written; idle keep-alive connections
+  // stay open (a request they deliver meanwhile is answered, with 503 from the facade) until nothing is active,
+  // so no request that reached us is dropped unanswered.
   const active = new Set<ServerResponse>();
+  const closeIdleWhenQuiet = (): void => {
+    if (active.size === 0) server.closeIdleConnections();
+  };
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     active.add(res);
-    res.once('close', () => active.delete(res));
+    res.once('close', () => {
+      active.delete(res);
+      if (closing !== undefined) closeIdleWhenQuiet();
+    });
     if (closing !== undefined) res.shouldKeepAlive = false;
     dispatch(routes, { req, res, api, logger, maxInputSize })
       .catch((err: unknown) => sendError(req, res, err, logger))
@@ -87,10 +94,12 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     address: info.address,
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve) => {
-        // server.close stops accepting and (Node ≥ 19) closes idle connections; its callback waits for the rest.
-        server.close(() => resolve());
+        // Stop accepting connections. http.Server#close would also close every idle keep-alive connection at
+        // once, dropping requests already sent on them but not yet parsed; net.Server#close only stops the
+        // listener, and closeIdleWhenQuiet closes idle connections once no response is active.
+        Server.prototype.close.call(server, () => resolve());
         for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
-        server.closeIdleConnections();
+        closeIdleWhenQuiet();
       });
       return closing;
     },
