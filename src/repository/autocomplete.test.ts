@@ -62,3 +62,19 @@ describe('auto-complete (onnxruntime rules)', () => {
     );
   });
 });
+
+describe('auto-complete leaves complete configs alone', () => {
+  it('adds no dynamic_batching when the config already declares every input and output (Triton skips auto-complete)', () => {
+    const c = completeConfig(
+      {
+        max_batch_size: 8,
+        input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [3] }],
+        output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [2] }],
+      },
+      batchable,
+      'm',
+      opts,
+    );
+    assert.equal(c.dynamic_batching, undefined);
+  });
+});

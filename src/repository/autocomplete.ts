@@ -58,9 +58,11 @@ export function completeConfig(
     const batching = (config.max_batch_size ?? 0) > 0;
     if (!hasInputs) config.input = sig.inputs.map((t) => completeTensor(t, batching));
     if (!hasOutputs) config.output = sig.outputs.map((t) => completeTensor(t, batching));
-  }
-  if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching && opts.autoComplete) {
-    config.dynamic_batching = {};
+    // Like Triton's onnxruntime backend, only inside auto-complete: a config that already declares every input
+    // and output keeps the scheduler it names (none = no batching).
+    if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching) {
+      config.dynamic_batching = {};
+    }
   }
   checkAgainstModel(config, sig, modelName);
   return config;
