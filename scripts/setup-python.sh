@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepares .venv/ for the compatibility suite and the benchmarks: Triton's own Python client (tritonclient[all],
+# from PyPI), numpy and pytest, plus a working perf_analyzer.
+#
+# perf_analyzer: the `perf-analyzer` name on PyPI is a 0.1.0 placeholder, and tritonclient wheels stopped
+# shipping the binary after 2.60; those from 2.55 on need glibc 2.38 (this Debian 12 has 2.36). So we take the
+# binary from the tritonclient 2.50.0 wheel on PyPI and give it the two shared libraries it links: libcudart.so.12
+# (PyPI nvidia-cuda-runtime-cu12; no GPU is used) and libb64.so.0d (Debian's libb64-0d, unpacked without root).
+# `.venv/bin/perf_analyzer` is a wrapper that sets LD_LIBRARY_PATH. Idempotent; safe to rerun.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+PA_VERSION=2.50.0
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" install -q --disable-pip-version-check 'tritonclient[all]' numpy pytest nvidia-cuda-runtime-cu12
+
+if [ ! -x "$VENV/perf_analyzer/bin/perf_analyzer" ]; then
+  tmp=$(mktemp -d)
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform manylinux1_x86_64 "tritonclient==$PA_VERSION" -d "$tmp"
+  mkdir -p "$VENV/perf_analyzer/bin" "$VENV/perf_analyzer/lib"
+  python3 - "$tmp"/tritonclient-*.whl "$VENV/perf_analyzer/bin/perf_analyzer" <<'PY'
+import sys, zipfile
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    name = next(n for n in z.namelist() if n.endswith('/bin/perf_analyzer'))
+    open(out, 'wb').write(z.read(name))
+PY
+  chmod +x "$VENV/perf_analyzer/bin/perf_analyzer"
+  if ! ldconfig -p 2>/dev/null | grep -q 'libb64.so.0d'; then
+    (cd "$tmp" && apt-get download libb64-0d >/dev/null 2>&1) || { apt-get update -qq >/dev/null 2>&1 || true; (cd "$tmp" && apt-get download libb64-0d >/dev/null); }
+    dpkg -x "$tmp"/libb64-0d_*.deb "$tmp/b64"
+    cp "$tmp"/b64/usr/lib/x86_64-linux-gnu/libb64.so.0d* "$VENV/perf_analyzer/lib/"
+  fi
+  rm -rf "$tmp"
+fi
+cudart=$("$VENV/bin/python" -c 'import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib"))')
+cat > "$VENV/bin/perf_analyzer" <<SH
+#!/usr/bin/env bash
+export LD_LIBRARY_PATH="$PWD/$VENV/perf_analyzer/lib:$cudart\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+exec "$PWD/$VENV/perf_analyzer/bin/perf_analyzer" "\$@"
+SH
+chmod +x "$VENV/bin/perf_analyzer"
+"$VENV/bin/perf_analyzer" --version >/dev/null
+echo "python env ready: $VENV (tritonclient $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tritonclient"))'), perf_analyzer $PA_VERSION)"
