@@ -8,7 +8,11 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { serve } from '../dist/cli/serve.js';
+
+// The build, as users run it (tsx-loaded sources start worker threads more slowly). A computed specifier keeps the
+// type check independent of whether dist/ exists yet.
+const dist = new URL('../dist/cli/serve.js', import.meta.url).href;
+const { serve } = (await import(dist)) as typeof import('../src/cli/serve.js');
 
 const EXAMPLES = fileURLToPath(new URL('../examples/model_repository', import.meta.url));
 const MODELS = ['simple', 'classifier', 'text_encoder'];
