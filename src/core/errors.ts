@@ -1,6 +1,6 @@
 /**
  * The error catalogue. One subclass per Triton status code; protocols map them once
- * (see protocol/kserve/status-http.ts). Messages say what was wrong and, where we can tell, what to do.
+ * (one table for HTTP and gRPC: protocol/kserve/status.ts). Messages say what was wrong and, where we can tell, what to do.
  */
 
 /** Triton's status codes, as named by TRITONSERVER_Error_Code. */
