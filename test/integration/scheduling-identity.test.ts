@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -8,7 +8,7 @@ import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
 /**
  * Scheduling against the real server over HTTP: Triton's identity backend with controllable latency,
- * plus the example `simple` model (onnxruntime) for real batching.
+ * plus a copy of the example `simple` model (onnxruntime) for real batching.
  */
 
 const io = (dims: string) => `
@@ -88,7 +88,16 @@ describe('Scheduling (real server, identity models and simple)', () => {
       await mkdir(join(repo, name, '1'), { recursive: true });
       await writeFile(join(repo, name, 'config.pbtxt'), config);
     }
-    s = await startNereid({ repositories: [repo, EXAMPLES] });
+    // `simple` with a 20 ms queue delay, so concurrent requests merge whatever the machine's timing.
+    await mkdir(join(repo, 'simple_batched', '1'), { recursive: true });
+    await copyFile(join(EXAMPLES, 'simple/1/model.onnx'), join(repo, 'simple_batched/1/model.onnx'));
+    const simple = await readFile(join(EXAMPLES, 'simple/config.pbtxt'), 'utf8');
+    await writeFile(
+      join(repo, 'simple_batched/config.pbtxt'),
+      simple.replace('name: "simple"', 'name: "simple_batched"') +
+        '\ndynamic_batching { max_queue_delay_microseconds: 20000 }\n',
+    );
+    s = await startNereid({ repositories: [repo] });
   });
   after(async () => {
     await s.close();
@@ -223,10 +232,10 @@ describe('Scheduling (real server, identity models and simple)', () => {
     assert.equal(after.inference_stats.fail.count - before.inference_stats.fail.count, 1);
   });
 
-  it('simple (onnxruntime) batches concurrent requests and answers each with its own rows', async () => {
+  it('simple (onnxruntime, 20 ms queue delay) batches concurrent requests and answers each with its own rows', async () => {
     const call = async (v: number) => {
       const data = Array.from({ length: 16 }, () => v);
-      const res = await fetch(`${s.url}/v2/models/simple/infer`, {
+      const res = await fetch(`${s.url}/v2/models/simple_batched/infer`, {
         method: 'POST',
         body: JSON.stringify({
           inputs: [
@@ -243,7 +252,7 @@ describe('Scheduling (real server, identity models and simple)', () => {
       await Promise.all(values.map(call)),
       values.map((v) => 2 * v),
     );
-    const st = await stats(s.url, 'simple');
+    const st = await stats(s.url, 'simple_batched');
     assert.ok(st.execution_count < 32, `32 requests ran in ${st.execution_count} executions`);
   });
 });
