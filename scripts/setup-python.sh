@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares .venv/ for the compatibility suite and the benchmarks: Triton's own Python client (tritonclient[all],
-# from PyPI), numpy and pytest, plus a working perf_analyzer.
+# from PyPI), numpy, pytest and onnx, plus a working perf_analyzer.
 #
 # perf_analyzer: the `perf-analyzer` name on PyPI is a 0.1.0 placeholder, and tritonclient wheels stopped
 # shipping the binary after 2.60; those from 2.55 on need glibc 2.38 (this Debian 12 has 2.36). So we take the
@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 PA_VERSION=2.50.0
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q --disable-pip-version-check 'tritonclient[all]' numpy pytest nvidia-cuda-runtime-cu12
+# onnx: the compatibility suite writes tiny BYTES/INT8 models (test/compat/models.py).
+"$VENV/bin/pip" install -q --disable-pip-version-check 'tritonclient[all]' numpy pytest onnx nvidia-cuda-runtime-cu12
 
 if [ ! -x "$VENV/perf_analyzer/bin/perf_analyzer" ]; then
   tmp=$(mktemp -d)

@@ -1,0 +1,99 @@
+"""Tiny ONNX models the example repository lacks, written into a temporary model repository for the suite.
+
+They mirror models of Triton's own QA repository that Triton's client examples call, so the same flows can be
+exercised against Nereid:
+
+- ``simple_string``: INPUT0, INPUT1 BYTES [16] holding decimal integers; OUTPUT0 = sum and OUTPUT1 = difference,
+  as decimal strings (Cast string -> int32, Add/Sub, Cast int32 -> string).
+- ``simple_int8``: ``simple`` with INT8 tensors.
+- ``simple_identity``: INPUT0 BYTES [-1] returned unchanged as OUTPUT0 (max_batch_size 8).
+
+ONNX IR version 8, opset 17, like the bundled examples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+IR_VERSION = 8
+OPSET = 17
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def _add_sub(name: str, elem: int, via_int: bool) -> onnx.ModelProto:
+    """INPUT0 + INPUT1 and INPUT0 - INPUT1 over [batch, 16]; with ``via_int`` the tensors are strings cast to int32."""
+    shape = ["batch", 16]
+    inputs = [helper.make_tensor_value_info(n, elem, shape) for n in ("INPUT0", "INPUT1")]
+    outputs = [helper.make_tensor_value_info(n, elem, shape) for n in ("OUTPUT0", "OUTPUT1")]
+    nodes = []
+    a, b = "INPUT0", "INPUT1"
+    if via_int:
+        nodes += [
+            helper.make_node("Cast", ["INPUT0"], ["a"], to=TensorProto.INT32),
+            helper.make_node("Cast", ["INPUT1"], ["b"], to=TensorProto.INT32),
+        ]
+        a, b = "a", "b"
+        nodes += [
+            helper.make_node("Add", [a, b], ["sum"]),
+            helper.make_node("Sub", [a, b], ["diff"]),
+            helper.make_node("Cast", ["sum"], ["OUTPUT0"], to=TensorProto.STRING),
+            helper.make_node("Cast", ["diff"], ["OUTPUT1"], to=TensorProto.STRING),
+        ]
+    else:
+        nodes += [
+            helper.make_node("Add", [a, b], ["OUTPUT0"]),
+            helper.make_node("Sub", [a, b], ["OUTPUT1"]),
+        ]
+    graph = helper.make_graph(nodes, name, inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def _identity_bytes() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])],
+        "simple_identity",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.STRING, ["batch", "n"])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.STRING, ["batch", "n"])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def _add_sub_config(name: str, dtype: str) -> str:
+    io = "\n".join(
+        f'{kind} {{ name: "{n}" data_type: {dtype} dims: [ 16 ] }}'
+        for kind, n in (("input", "INPUT0"), ("input", "INPUT1"), ("output", "OUTPUT0"), ("output", "OUTPUT1"))
+    )
+    return f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n{io}\n'
+
+
+def write_extra_repository(root: Path) -> list[str]:
+    """Writes the models under ``root`` (a model repository) and returns their names."""
+    models = {
+        "simple_string": (_add_sub("simple_string", TensorProto.STRING, True), _add_sub_config("simple_string", "TYPE_STRING")),
+        "simple_int8": (_add_sub("simple_int8", TensorProto.INT8, False), _add_sub_config("simple_int8", "TYPE_INT8")),
+        "simple_identity": (
+            _identity_bytes(),
+            'name: "simple_identity"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+            'input { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] }\n'
+            'output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] }\n',
+        ),
+    }
+    for name, (model, config) in models.items():
+        _save(model, root / name / "1" / "model.onnx")
+        (root / name / "config.pbtxt").write_text(config)
+    return sorted(models)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(write_extra_repository(Path(sys.argv[1])))
