@@ -13,6 +13,7 @@ async function main(): Promise<void> {
     httpPort: Number(process.env.HTTP_PORT ?? 0),
     httpAddress: '127.0.0.1',
     metricsPort: Number(process.env.METRICS_PORT ?? 0),
+    allowGrpc: false,
   });
   const grpc = await startGrpcServer(running.server, { host: '127.0.0.1', port: Number(process.env.GRPC_PORT ?? 0) });
   process.stdout.write(`READY ${running.httpPort ?? 0} ${grpc.port}\n`);

@@ -34,6 +34,7 @@ const explicit = await serve({
   httpPort: 0,
   httpAddress: '127.0.0.1',
   metricsPort: 0,
+  allowGrpc: false,
   modelControlMode: 'explicit',
 });
 for (const m of MODELS) {
@@ -50,6 +51,7 @@ const poll = await serve({
   httpPort: 0,
   httpAddress: '127.0.0.1',
   metricsPort: 0,
+  allowGrpc: false,
   modelControlMode: 'poll',
   repositoryPollSecs: 3600,
 });

@@ -1,9 +1,41 @@
 #!/usr/bin/env node
-import { NereidError } from '../core/errors.js';
+import { readFile } from 'node:fs/promises';
+import { InvalidArgError, NereidError } from '../core/errors.js';
+import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { createLogger } from '../core/logger.js';
 import { NEREID_VERSION } from '../server/server.js';
-import { FLAGS, helpText, parseBackendConfig, parseFlags, parseTraceConfig, type FlagSpec } from './flags.js';
+import {
+  FLAGS,
+  helpText,
+  parseBackendConfig,
+  parseFlags,
+  parseTraceConfig,
+  type FlagSpec,
+  type FlagValues,
+} from './flags.js';
 import { serve } from './serve.js';
+
+/** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
+async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
+  const mutual = v['grpc-use-ssl-mutual'] as boolean;
+  if (!(v['grpc-use-ssl'] as boolean) && !mutual) return undefined;
+  const read = async (flag: string, required: boolean): Promise<Buffer | undefined> => {
+    const path = v[flag] as string | undefined;
+    if (path === undefined) {
+      if (required) throw new InvalidArgError(`--grpc-use-ssl needs --${flag}=<PEM file>`);
+      return undefined;
+    }
+    return readFile(path).catch((err: Error) => {
+      throw new InvalidArgError(`--${flag}: cannot read '${path}': ${err.message}`);
+    });
+  };
+  return {
+    cert: (await read('grpc-server-cert', true)) as Buffer,
+    key: (await read('grpc-server-key', true)) as Buffer,
+    rootCert: await read('grpc-root-cert', mutual),
+    mutual,
+  };
+}
 
 async function runServe(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -46,6 +78,22 @@ async function runServe(argv: string[]): Promise<number> {
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
     trace: parseTraceConfig(v),
+    allowGrpc: v['allow-grpc'] as boolean,
+    grpcPort: v['grpc-port'] as number,
+    grpcAddress: v['grpc-address'] as string,
+    grpcKeepalive: {
+      timeMs: v['grpc-keepalive-time'] as number,
+      timeoutMs: v['grpc-keepalive-timeout'] as number,
+      permitWithoutCalls: v['grpc-keepalive-permit-without-calls'] as boolean,
+      http2MaxPingsWithoutData: v['grpc-http2-max-pings-without-data'] as number,
+      http2MinRecvPingIntervalWithoutDataMs: v['grpc-http2-min-recv-ping-interval-without-data'] as number,
+      http2MaxPingStrikes: v['grpc-http2-max-ping-strikes'] as number,
+      maxConnectionAgeMs: v['grpc-max-connection-age'] as number | undefined,
+      maxConnectionAgeGraceMs: v['grpc-max-connection-age-grace'] as number | undefined,
+    },
+    grpcCompressionLevel: v['grpc-infer-response-compression-level'] as 'none' | 'low' | 'medium' | 'high' | undefined,
+    grpcTls: await grpcTls(v),
+    exitTimeoutSecs: v['exit-timeout-secs'] as number,
     allowMetrics: v['allow-metrics'] as boolean,
     metricsPort: v['metrics-port'] as number,
     metricsAddress: v['metrics-address'] as string | undefined,

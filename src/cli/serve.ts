@@ -1,6 +1,12 @@
 import { defaultBackends } from '../backends/index.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from '../metrics/index.js';
+import {
+  startGrpcServer,
+  type GrpcKeepaliveOptions,
+  type GrpcTlsOptions,
+  type RunningGrpcServer,
+} from '../protocol/grpc/index.js';
 import { startHttpServer } from '../protocol/http/server.js';
 import { InferenceServer } from '../server/server.js';
 import type { TraceOptions } from '../server/trace.js';
@@ -20,6 +26,14 @@ export interface ServeOptions {
   loadModels?: readonly string[];
   repositoryPollSecs?: number;
   trace?: TraceOptions;
+  allowGrpc?: boolean;
+  grpcPort?: number;
+  grpcAddress?: string;
+  grpcKeepalive?: GrpcKeepaliveOptions;
+  grpcCompressionLevel?: 'none' | 'low' | 'medium' | 'high';
+  grpcTls?: GrpcTlsOptions;
+  /** Seconds in-flight work may take to finish at shutdown (`--exit-timeout-secs`). */
+  exitTimeoutSecs?: number;
   allowMetrics?: boolean;
   metricsPort?: number;
   metricsAddress?: string;
@@ -35,6 +49,8 @@ export interface RunningNereid {
   /** Base URL of the HTTP endpoint, e.g. `http://127.0.0.1:8000`. */
   httpUrl?: string;
   httpPort?: number;
+  /** Port of the gRPC endpoint when gRPC is on. */
+  grpcPort?: number;
   /** Port of the Prometheus endpoint when metrics are on. */
   metricsPort?: number;
   close(): Promise<void>;
@@ -61,7 +77,20 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
   let metrics: RunningMetricsServer | undefined;
+  let grpc: RunningGrpcServer | undefined;
   try {
+    if (opts.allowGrpc ?? true) {
+      const host = (opts.grpcAddress ?? '0.0.0.0').replace(/^ipv6:/, '');
+      grpc = await startGrpcServer(server, {
+        host,
+        port: opts.grpcPort ?? 8001,
+        keepalive: opts.grpcKeepalive,
+        compressionLevel: opts.grpcCompressionLevel,
+        tls: opts.grpcTls,
+        logger: opts.logger,
+      });
+      opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
+    }
     if (opts.allowMetrics ?? true) {
       const host = opts.metricsAddress ?? opts.httpAddress ?? '0.0.0.0';
       metrics = await startMetricsServer(metricsSourceFrom(server), {
@@ -85,6 +114,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? '0.0.0.0'}:${http.port}`);
     }
   } catch (err) {
+    await grpc?.close(0);
     await metrics?.close();
     await server.close();
     await Promise.all(backends.map((b) => b.close?.()));
@@ -96,12 +126,14 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     server,
     httpUrl: http ? `http://${host.includes(':') ? `[${host}]` : host}:${http.port}` : undefined,
     httpPort: http?.port,
+    grpcPort: grpc?.port,
     metricsPort: metrics?.port,
     close() {
       closing ??= (async () => {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
-        await http?.close();
+        const graceMs = (opts.exitTimeoutSecs ?? 30) * 1000;
+        await Promise.all([http?.close(), grpc?.close(graceMs)]);
         await metrics?.close();
         await server.close();
         await Promise.all(backends.map((b) => b.close?.()));

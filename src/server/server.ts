@@ -268,7 +268,11 @@ export class InferenceServer implements InferenceServerApi {
     }
     const totalNs = Number(process.hrtime.bigint() - started);
     version.stats.recordSuccess(checked.batchSize, totalNs, result.queueNs, result.timings);
-    this.#observer.requestSucceeded(model.name, version.version, { totalNs, queueNs: result.queueNs, ...result.timings });
+    this.#observer.requestSucceeded(model.name, version.version, {
+      totalNs,
+      queueNs: result.queueNs,
+      ...result.timings,
+    });
     const traceId = this.#tracer.sample(model.name);
     if (traceId !== 0) {
       // Compute timestamps are derived from the measured durations (the worker's clock is not ours).

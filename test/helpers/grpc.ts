@@ -61,7 +61,13 @@ export function callUnary<T>(
 }
 
 export async function startGrpcNereid(opts: Partial<GrpcServerOptions> = {}): Promise<GrpcNereid> {
-  const running = await serve({ repositories: [EXAMPLES], httpPort: 0, httpAddress: '127.0.0.1', metricsPort: 0 });
+  const running = await serve({
+    repositories: [EXAMPLES],
+    httpPort: 0,
+    httpAddress: '127.0.0.1',
+    metricsPort: 0,
+    allowGrpc: false,
+  });
   let server: RunningGrpcServer;
   try {
     server = await startGrpcServer(running.server, { host: '127.0.0.1', ...opts, port: 0 });

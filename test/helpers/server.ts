@@ -13,6 +13,8 @@ export async function startNereid(opts: Partial<ServeOptions> & { repositories?:
   const running = await serve({
     repositories: [EXAMPLES],
     metricsPort: 0,
+    grpcPort: 0,
+    grpcAddress: '127.0.0.1',
     ...opts,
     httpPort: 0,
     httpAddress: '127.0.0.1',

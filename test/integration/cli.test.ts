@@ -23,7 +23,14 @@ async function run(args: string[]): Promise<{ code: number | null; stdout: strin
 
 /** Starts `nereid serve` on port 0 and resolves with its HTTP port once it logs that HTTP is up. */
 async function startChild(args: string[]): Promise<{ child: ChildProcess; port: number; logs: () => string }> {
-  const child = nereid(['serve', '--http-port=0', '--http-address=127.0.0.1', '--metrics-port=0', ...args]);
+  const child = nereid([
+    'serve',
+    '--http-port=0',
+    '--http-address=127.0.0.1',
+    '--metrics-port=0',
+    '--grpc-port=0',
+    ...args,
+  ]);
   let logs = '';
   const port = await new Promise<number>((resolve, reject) => {
     child.stderr?.on('data', (d: Buffer) => {
@@ -59,7 +66,14 @@ describe('nereid CLI', () => {
   });
 
   it('BAD CALL - a missing repository folder fails start-up with the path', async () => {
-    const r = await run(['serve', '--model-repository', '/nonexistent/repo', '--http-port=0', '--metrics-port=0']);
+    const r = await run([
+      'serve',
+      '--model-repository',
+      '/nonexistent/repo',
+      '--http-port=0',
+      '--metrics-port=0',
+      '--grpc-port=0',
+    ]);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /\/nonexistent\/repo/);
   });
