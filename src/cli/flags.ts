@@ -56,7 +56,11 @@ export const FLAGS = {
   'exit-on-error': { kind: 'bool', help: 'Fail start-up when a model fails to load.', default: true },
   'strict-readiness': { kind: 'bool', help: 'Ready only when every model is ready.', default: true },
   'exit-timeout-secs': { kind: 'int', help: 'Seconds to drain in-flight requests on shutdown.', default: 30 },
-  id: { kind: 'string', help: 'Server name in metadata.', default: 'nereid' },
+  id: {
+    kind: 'string',
+    help: "Server name in metadata (Triton's default; Triton's own examples check it).",
+    default: 'triton',
+  },
   'model-control-mode': {
     kind: 'string',
     help: 'none | poll | explicit.',

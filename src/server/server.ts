@@ -80,7 +80,7 @@ export class InferenceServer implements InferenceServerApi {
 
   private constructor(repo: ModelRepository, opts: InferenceServerOptions) {
     this.#repo = repo;
-    this.#opts = { strictReadiness: opts.strictReadiness ?? true, id: opts.id ?? 'nereid' };
+    this.#opts = { strictReadiness: opts.strictReadiness ?? true, id: opts.id ?? 'triton' };
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? 'none';
     this.#tracer = new Tracer(opts.trace);
@@ -276,18 +276,21 @@ export class InferenceServer implements InferenceServerApi {
     const traceId = this.#tracer.sample(model.name);
     if (traceId !== 0) {
       // Compute timestamps are derived from the measured durations (the worker's clock is not ours).
+      // Batch timings can overlap this request's own clock, so each stamp is capped at the request's end.
       const t = result.timings;
-      const computeStart = started + BigInt(result.queueNs);
-      const inputEnd = computeStart + BigInt(t.computeInputNs);
-      const outputStart = inputEnd + BigInt(t.computeInferNs);
+      const end = process.hrtime.bigint();
+      const at = (ns: bigint): bigint => (ns < end ? ns : end);
+      const computeStart = at(started + BigInt(result.queueNs));
+      const inputEnd = at(computeStart + BigInt(t.computeInputNs));
+      const outputStart = at(inputEnd + BigInt(t.computeInferNs));
       this.#tracer.record(traceId, model.name, version.version, request.id, {
         REQUEST_START: requestStart,
         QUEUE_START: started,
         COMPUTE_START: computeStart,
         COMPUTE_INPUT_END: inputEnd,
         COMPUTE_OUTPUT_START: outputStart,
-        COMPUTE_END: outputStart + BigInt(t.computeOutputNs),
-        REQUEST_END: process.hrtime.bigint(),
+        COMPUTE_END: at(outputStart + BigInt(t.computeOutputNs)),
+        REQUEST_END: end,
       });
     }
     const batching = (config.max_batch_size ?? 0) > 0;
@@ -344,8 +347,14 @@ export class InferenceServer implements InferenceServerApi {
         `load of '${name}': file overrides need the 'config' parameter as well (Triton's rule)`,
       );
     }
-    const config =
-      opts.config === undefined ? undefined : modelConfigFromJson(opts.config, `load request for '${name}'`);
+    let config: ModelConfig | undefined;
+    try {
+      config = opts.config === undefined ? undefined : modelConfigFromJson(opts.config, `load request for '${name}'`);
+    } catch (err) {
+      // Triton's clients look for "failed to load" in this answer.
+      const e = NereidError.from(err);
+      throw new InvalidArgError(`failed to load '${name}', ${e.message}`, { cause: err });
+    }
     let dir: string;
     let tempDir: string | undefined;
     if (files.size > 0) {

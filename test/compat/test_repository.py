@@ -120,12 +120,6 @@ def test_malformed_config_override_is_refused_and_model_keeps_serving(repo):
     c.unload_model("simple")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: simple_{http,grpc}_model_control.py require 'failed to load' in the error of a malformed config "
-    "override (Triton: \"failed to load 'simple', failed to poll from model repository\"); Nereid answers "
-    "\"invalid model configuration: load request for 'simple': model config is not valid JSON ...\"",
-)
 def test_malformed_config_override_message_matches_triton(repo):
     with pytest.raises(InferenceServerException) as err:
         repo.client.load_model("simple", config='"parameters": {"config": {{"max_batch_size": "16"}}}')

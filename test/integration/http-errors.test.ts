@@ -286,12 +286,22 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
   it('answers 501 (not a fake success) on extensions that are not implemented yet', async () => {
     for (const [method, p] of [
       ['POST', '/v2/models/simple/generate'],
-      ['GET', '/v2/systemsharedmemory/status'],
+      ['POST', '/v2/systemsharedmemory/region/r/register'],
       ['POST', '/v2/cudasharedmemory/region/r/register'],
     ]) {
       const r = await raw(base + p, { method });
       assert.equal(r.status, 501, p);
       assert.match((JSON.parse(r.body.toString()) as { error: string }).error, /is not implemented yet in Nereid/);
+    }
+  });
+
+  it('reports no shared-memory regions (status 200 []), and 404 for a named one', async () => {
+    for (const kind of ['system', 'cuda']) {
+      const all = await raw(`${base}/v2/${kind}sharedmemory/status`, { method: 'GET' });
+      assert.equal(all.status, 200);
+      assert.deepEqual(JSON.parse(all.body.toString()), []);
+      const one = await raw(`${base}/v2/${kind}sharedmemory/region/r1/status`, { method: 'GET' });
+      assert.equal(one.status, 404);
     }
   });
 

@@ -83,6 +83,12 @@ export function wireToStrings(w: WireTensor): string[] {
   const count = w.shape.reduce((a, b) => a * b, 1);
   const elems = decodeBytes(w.data as Uint8Array, count, w.name);
   return elems.map((e, i) => {
+    // onnxruntime-node copies strings as C strings: an element with a NUL byte would come back cut short.
+    if (e.includes(0)) {
+      throw new InvalidArgError(
+        `input '${w.name}': element ${i} contains a NUL byte, which onnxruntime string tensors cannot carry (it would be cut short)`,
+      );
+    }
     try {
       return utf8.decode(e);
     } catch (err) {

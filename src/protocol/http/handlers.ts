@@ -56,11 +56,17 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
     const response = await api.infer(decoded.request, { signal: controller.signal });
     const encoded = encodeInferResponse(response, decoded.plan);
     if (encoded.headerLength === undefined) {
-      await send(req, res, 200, 'application/json', [encoded.header]);
+      await send(req, res, 200, 'application/json', [encoded.header], {}, { compressible: true });
     } else {
-      await send(req, res, 200, 'application/octet-stream', [encoded.header, ...encoded.blobs], {
-        'Inference-Header-Content-Length': encoded.headerLength,
-      });
+      await send(
+        req,
+        res,
+        200,
+        'application/octet-stream',
+        [encoded.header, ...encoded.blobs],
+        { 'Inference-Header-Content-Length': encoded.headerLength },
+        { compressible: true },
+      );
     }
   } finally {
     res.off('close', onClose);

@@ -26,12 +26,16 @@ export async function send(
   contentType: string | undefined,
   parts: readonly Uint8Array[],
   headers: ExtraHeaders = {},
+  opts: { compressible?: boolean } = {},
 ): Promise<void> {
   if (res.headersSent || res.destroyed) return;
   let length = 0;
   for (const p of parts) length += p.byteLength;
   let body = parts;
-  const coding = length > MIN_COMPRESS_BYTES ? responseCoding(req.headers['accept-encoding']) : undefined;
+  // Only inference responses are compressed, as Triton does: tritonclient's aio client asks for gzip but reads
+  // metadata, config and statistics bodies without decompressing them.
+  const coding =
+    opts.compressible && length > MIN_COMPRESS_BYTES ? responseCoding(req.headers['accept-encoding']) : undefined;
   if (coding !== undefined) {
     const compressed = await compress(parts.length === 1 ? parts[0] : Buffer.concat(parts), coding);
     body = [compressed];

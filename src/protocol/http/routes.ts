@@ -56,6 +56,18 @@ export const PATHS = Object.freeze({
   shmUnregister: /^\/v2\/(?:system|cuda)sharedmemory(?:\/region\/[^/]+)?\/unregister$/,
 });
 
+/**
+ * Shared-memory status: no region can be registered yet, so the list is empty and a named region is unknown
+ * (the same answer as the gRPC status rpcs; register/unregister answer 501).
+ */
+const shmStatus: Handler = async ({ req, res }) => {
+  const region = /\/region\/([^/]+)\/status$/.exec((req.url ?? '').split('?')[0])?.[1];
+  if (region !== undefined) {
+    return sendJson(req, res, 404, { error: `Unable to find shared memory region: '${decodeSegment(region)}'` });
+  }
+  return sendJson(req, res, 200, []);
+};
+
 /** Handlers of the implemented endpoints (handlers.ts). */
 export interface CoreHandlers {
   server: Handler;
@@ -95,7 +107,7 @@ export function buildRoutes(h: CoreHandlers): readonly Route[] {
     { pattern: PATHS.repositoryControl, methods: { POST: h.repositoryControl } },
     { pattern: PATHS.trace, methods: { GET: trace, POST: trace } },
     { pattern: PATHS.logging, methods: { GET: h.logging, POST: h.logging } },
-    { pattern: PATHS.shmStatus, methods: { GET: shm } },
+    { pattern: PATHS.shmStatus, methods: { GET: shmStatus } },
     { pattern: PATHS.shmRegister, methods: { POST: shm } },
     { pattern: PATHS.shmUnregister, methods: { POST: shm } },
   ]);
