@@ -49,8 +49,8 @@ export function parsePerfAnalyzerCsv(csv: string): LoadResult {
 }
 
 /**
- * One measurement. Stability is judged loosely (100 %): on a noisy 2-core box a strict check would burn the
- * time budget in retries; the windows are averaged all the same.
+ * One measurement. Stability checking is in effect off (999 %): on a noisy 2-core box even 100 % failed runs
+ * outright (perf_analyzer then writes no CSV); the windows are averaged all the same.
  */
 export async function runPerfAnalyzer(run: PerfAnalyzerRun): Promise<LoadResult> {
   const dir = await mkdtemp(join(tmpdir(), 'nereid-pa-'));
@@ -64,7 +64,7 @@ export async function runPerfAnalyzer(run: PerfAnalyzerRun): Promise<LoadResult>
       `--concurrency-range=${run.concurrency}`,
       `--measurement-interval=${run.measurementIntervalMs}`,
       `--max-trials=${run.maxTrials}`,
-      '--stability-percentage=100',
+      '--stability-percentage=999',
       `--input-data=${data}`,
       ...run.model.inputs.map((i) => `--shape=${i.name}:${run.model.sampleDims.join(',')}`),
       `-f${join(dir, 'out.csv')}`,
