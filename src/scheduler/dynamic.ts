@@ -51,6 +51,7 @@ export class DynamicBatcher implements Scheduler {
   readonly #order: Item[] | undefined;
   #head = 0;
   #timer: NodeJS.Timeout | undefined;
+  #immediate: NodeJS.Immediate | undefined;
   #timerAt = Infinity;
   #pumpQueued = false;
   #inflight = 0;
@@ -252,20 +253,29 @@ export class DynamicBatcher implements Scheduler {
     }
   }
 
-  /** Keeps at most one timer, for the earliest moment the pump has something to do. */
+  /**
+   * Keeps at most one timer, for the earliest moment the pump has something to do. Node timers have 1 ms
+   * resolution, so the last sub-millisecond stretch of a wait (all of a `max_queue_delay_microseconds` below
+   * 1000) is polled with setImmediate instead: a 100 µs delay must not become 1–2 ms. A pump that wakes early
+   * re-arms for what is left.
+   */
   #arm(at: number): void {
     if (at === this.#timerAt) return;
     if (this.#timer) clearTimeout(this.#timer);
+    if (this.#immediate) clearImmediate(this.#immediate);
     this.#timer = undefined;
+    this.#immediate = undefined;
     this.#timerAt = at;
     if (at === Infinity) return;
-    // +1 ms: setTimeout may fire a fraction early relative to performance.now().
-    const ms = Math.max(0, at - performance.now()) + 1;
-    this.#timer = setTimeout(() => {
+    const fire = (): void => {
       this.#timer = undefined;
+      this.#immediate = undefined;
       this.#timerAt = Infinity;
       this.#pump();
-    }, ms);
+    };
+    const ms = at - performance.now();
+    if (ms < 1) this.#immediate = setImmediate(fire);
+    else this.#timer = setTimeout(fire, Math.floor(ms));
   }
 
   #checkDrained(): void {
