@@ -1,7 +1,7 @@
 import { DATATYPES, type DataType, type FixedTypedArray } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
 import { decodeBytes, elementCount, encodeBytes, fixedBytes, viewFixed } from '../core/tensor.js';
-import { floatToBf16Bits, floatToHalfBits } from './half.js';
+import { floatToBf16Bits, floatToHalfBits } from '../core/half.js';
 import type { InferInputTensor, InputData } from './types.js';
 
 /**

@@ -1,5 +1,14 @@
 import type { DataType, FixedTypedArray } from '../core/datatypes.js';
 
+export type {
+  ModelIndexEntry,
+  ModelMetadata,
+  ModelStatistics,
+  ServerMetadata,
+  StatDuration,
+  TensorMetadata,
+} from '../core/wire.js';
+
 /**
  * The client's public vocabulary, shared by the HTTP and gRPC clients. The wire shapes (Triton's JSON field names)
  * are kept as they are, so what you read here is what Triton's documentation describes; only tensors are turned into
@@ -73,64 +82,6 @@ export interface InferOptions extends CallOptions {
    * always sent binary because Triton refuses them in JSON.
    */
   binary?: boolean;
-}
-
-/** Server metadata (`GET /v2`). */
-export interface ServerMetadata {
-  name: string;
-  version: string;
-  extensions: string[];
-}
-
-/** A tensor's metadata; -1 marks a variable dimension (the batch dimension included). */
-export interface TensorMetadata {
-  name: string;
-  datatype: DataType;
-  shape: number[];
-}
-
-/** Model metadata (`GET /v2/models/{m}`). */
-export interface ModelMetadata {
-  name: string;
-  versions: string[];
-  platform: string;
-  inputs: TensorMetadata[];
-  outputs: TensorMetadata[];
-}
-
-/** One row of the repository index. `version` and `reason` are '' when not applicable. */
-export interface ModelIndexEntry {
-  name: string;
-  version: string;
-  state: string;
-  reason: string;
-}
-
-/** A cumulative duration of the statistics extension. */
-export interface StatDuration {
-  count: number;
-  ns: number;
-}
-
-/** Triton's ModelStatistics (statistics extension). */
-export interface ModelStatistics {
-  name: string;
-  version: string;
-  last_inference: number;
-  inference_count: number;
-  execution_count: number;
-  inference_stats: Record<
-    'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss',
-    StatDuration
-  >;
-  response_stats: Record<string, unknown>;
-  batch_stats: {
-    batch_size: number;
-    compute_input: StatDuration;
-    compute_infer: StatDuration;
-    compute_output: StatDuration;
-  }[];
-  memory_usage: { type: string; id: number; byte_size: number }[];
 }
 
 /**

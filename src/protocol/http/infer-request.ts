@@ -1,9 +1,10 @@
 import type { ModelMetadata } from '../../server/api.js';
-import { DATATYPES, isDataType, type DataType } from '../../core/datatypes.js';
+import { DATATYPES, isDataType } from '../../core/datatypes.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import type { InferInput, InferRequest, Parameters, RequestedOutput } from '../../core/inference.js';
-import { decodeBytes, elementCount, viewFixed, type TensorData } from '../../core/tensor.js';
+import { elementCount, viewFixed, type TensorData } from '../../core/tensor.js';
 import { jsonToTensorData, parseJson } from '../kserve/json-tensor.js';
+import { rawToTensorData } from '../kserve/raw-tensor.js';
 
 /** Which outputs go back as binary blobs: per-output `binary_data`, else the request's `binary_data_output`. */
 export interface OutputPlan {
@@ -127,19 +128,6 @@ function parseShape(raw: unknown, where: string): number[] {
   return raw as number[];
 }
 
-/** The input's blob as tensor data; the byte length is checked against the shape before any view. */
-function binaryData(name: string, datatype: DataType, shape: number[], blob: Uint8Array, model: string): TensorData {
-  const count = elementCount(shape, `input '${name}'`);
-  if (datatype === 'BYTES') return decodeBytes(blob, count, name);
-  const expected = count * DATATYPES[datatype].byteSize;
-  if (blob.byteLength !== expected) {
-    throw new InvalidArgError(
-      `input byte size mismatch for input '${name}' for model '${model}'. Expected ${expected}, got ${blob.byteLength}`,
-    );
-  }
-  return viewFixed(datatype, blob);
-}
-
 /**
  * Decodes a JSON (+ binary) infer request. `headerLength` undefined means the whole body is JSON; blobs follow
  * the header and are consumed in input order by inputs carrying `binary_data_size`. Tensors are views of `body`.
@@ -208,7 +196,7 @@ export function decodeInferRequest(
           `unexpected size for input '${name}', expecting ${binarySize} additional bytes for model '${model}' but only ${body.byteLength - offset} remain`,
         );
       }
-      tensorData = binaryData(name, dt, shape, body.subarray(offset, offset + binarySize), model);
+      tensorData = rawToTensorData(name, dt, shape, body.subarray(offset, offset + binarySize), model);
       offset += binarySize;
     } else {
       if (data === undefined) throw new InvalidArgError(`unable to find data for input tensor '${name}'`);

@@ -1,7 +1,7 @@
 import { DATATYPES, type DataType, type FixedTypedArray } from '../../core/datatypes.js';
 import { InvalidArgError } from '../../core/errors.js';
 import type { BytesData, Tensor, TensorData } from '../../core/tensor.js';
-import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } from './half.js';
+import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } from '../../core/half.js';
 
 /**
  * KServe JSON tensor `data` ↔ Nereid tensor data, shared by every protocol that carries JSON (HTTP now; the REST

@@ -1,6 +1,6 @@
 /**
- * Float ↔ FP16 / BF16 bit conversions for the JSON codec. Triton refuses FP16/BF16 in JSON; we accept numbers and
- * round them here. Values are first rounded to float32 (Math.fround), then to half precision with
+ * Float ↔ FP16 / BF16 bit conversions, shared by the server's JSON codec and the client. Triton refuses
+ * FP16/BF16 in JSON; we accept numbers and round them here. Values are first rounded to float32 (Math.fround), then to half precision with
  * round-to-nearest-even; the double rounding can differ from a direct float64 → half rounding only on exact ties
  * below float32 precision, which JSON clients cannot meaningfully express.
  */
