@@ -1,5 +1,6 @@
 import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
+import { CancelWatch } from './cancel-watch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
 interface Pending {
@@ -9,7 +10,6 @@ interface Pending {
   signal?: AbortSignal;
   resolve(r: ScheduledResult): void;
   reject(e: unknown): void;
-  onAbort?: () => void;
 }
 
 /**
@@ -20,6 +20,14 @@ export class DirectScheduler implements Scheduler {
   readonly #idle: BackendInstance[];
   readonly #ctx: SchedulerContext;
   readonly #queue: Pending[] = [];
+  /** Queued requests whose signal aborts leave the queue and are answered CANCELLED. */
+  readonly #cancels = new CancelWatch<Pending>((item) => {
+    const i = this.#queue.indexOf(item);
+    if (i < 0) return;
+    this.#queue.splice(i, 1);
+    item.reject(new CancelledError('request was cancelled while queued'));
+    this.#checkDrained();
+  });
   #inflight = 0;
   #stopped = false;
   #drained: (() => void) | undefined;
@@ -39,17 +47,7 @@ export class DirectScheduler implements Scheduler {
     if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     return new Promise<ScheduledResult>((resolve, reject) => {
       const item: Pending = { request, batchSize, enqueuedAt: process.hrtime.bigint(), signal, resolve, reject };
-      if (signal) {
-        item.onAbort = () => {
-          const i = this.#queue.indexOf(item);
-          if (i >= 0) {
-            this.#queue.splice(i, 1);
-            reject(new CancelledError('request was cancelled while queued'));
-            this.#checkDrained();
-          }
-        };
-        signal.addEventListener('abort', item.onAbort, { once: true });
-      }
+      this.#cancels.watch(signal, item);
       this.#queue.push(item);
       this.#pump();
     });
@@ -59,7 +57,7 @@ export class DirectScheduler implements Scheduler {
     while (this.#idle.length > 0 && this.#queue.length > 0) {
       const item = this.#queue.shift() as Pending;
       const instance = this.#idle.shift() as BackendInstance;
-      if (item.onAbort) item.signal?.removeEventListener('abort', item.onAbort);
+      this.#cancels.unwatch(item.signal, item);
       this.#inflight++;
       const queueNs = Number(process.hrtime.bigint() - item.enqueuedAt);
       instance

@@ -3,6 +3,7 @@ import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends
 import type { ModelDynamicBatching } from '../config/model-config.js';
 import { CancelledError, NereidError, UnavailableError } from '../core/errors.js';
 import { assembleBatch, canMerge, splitBatch, type BatchMember } from './batch.js';
+import { CancelWatch } from './cancel-watch.js';
 import { PriorityQueues, type QueueEntry } from './queue.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
@@ -15,7 +16,6 @@ export interface DynamicBatcherOptions {
 
 interface Item extends QueueEntry, BatchMember {
   signal?: AbortSignal;
-  onAbort?: () => void;
   resolve(r: ScheduledResult): void;
   reject(e: unknown): void;
   /** preserve_ordering: the answer, held until every earlier request has been answered. */
@@ -57,6 +57,11 @@ export class DynamicBatcher implements Scheduler {
   #inflight = 0;
   #stopped = false;
   #drained: (() => void)[] = [];
+  /** A queued request whose signal aborts leaves the queue and is answered CANCELLED. */
+  readonly #cancels = new CancelWatch<Item>((item) => {
+    if (this.#queue.remove(item)) this.#fail(item, new CancelledError('request was cancelled while queued'));
+    this.#schedulePump();
+  });
 
   constructor(instances: readonly BackendInstance[], ctx: SchedulerContext, opts: DynamicBatcherOptions) {
     this.#idle = [...instances];
@@ -103,13 +108,7 @@ export class DynamicBatcher implements Scheduler {
         return;
       }
       this.#order?.push(item);
-      if (signal) {
-        item.onAbort = () => {
-          if (this.#queue.remove(item)) this.#fail(item, new CancelledError('request was cancelled while queued'));
-          this.#schedulePump();
-        };
-        signal.addEventListener('abort', item.onAbort, { once: true });
-      }
+      this.#cancels.watch(signal, item);
       this.#schedulePump();
     });
   }
@@ -174,7 +173,7 @@ export class DynamicBatcher implements Scheduler {
   #dispatch(run: Item[], instance: BackendInstance): void {
     for (const it of run) {
       this.#queue.remove(it);
-      if (it.onAbort) it.signal?.removeEventListener('abort', it.onAbort);
+      this.#cancels.unwatch(it.signal, it);
     }
     const started = performance.now();
     const batch = assembleBatch(run, this.#ragged);
@@ -230,7 +229,7 @@ export class DynamicBatcher implements Scheduler {
 
   /** Answers a request that never ran (timeout, cancel, shutdown): at once, ordering or not. */
   #fail(it: Item, err: unknown): void {
-    if (it.onAbort) it.signal?.removeEventListener('abort', it.onAbort);
+    this.#cancels.unwatch(it.signal, it);
     it.reject(err);
     if (this.#order) {
       it.skipped = true;

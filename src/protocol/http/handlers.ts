@@ -1,6 +1,6 @@
 import { modelConfigToJson } from '../../config/index.js';
-import { CancelledError } from '../../core/errors.js';
 import { readBody } from './body.js';
+import { connectionSignal } from './connection-signal.js';
 import * as ext from './extension-handlers.js';
 import { decompress, requestCoding } from './compression.js';
 import { decodeInferRequest, decodeRawRequest, parseHeaderLength, type DecodedInfer } from './infer-request.js';
@@ -46,30 +46,21 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
     decoded = decodeInferRequest(model, version, body, headerLength);
   }
 
-  // One signal per request, aborted when the client goes away before the response is written.
-  const controller = new AbortController();
-  const onClose = (): void => {
-    if (!res.writableFinished) controller.abort(new CancelledError('client closed the connection'));
-  };
-  res.on('close', onClose);
-  try {
-    const response = await api.infer(decoded.request, { signal: controller.signal });
-    const encoded = encodeInferResponse(response, decoded.plan);
-    if (encoded.headerLength === undefined) {
-      await send(req, res, 200, 'application/json', [encoded.header], {}, { compressible: true });
-    } else {
-      await send(
-        req,
-        res,
-        200,
-        'application/octet-stream',
-        [encoded.header, ...encoded.blobs],
-        { 'Inference-Header-Content-Length': encoded.headerLength },
-        { compressible: true },
-      );
-    }
-  } finally {
-    res.off('close', onClose);
+  // Aborted when the client goes away: queued work is dropped, running work is discarded.
+  const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket) });
+  const encoded = encodeInferResponse(response, decoded.plan);
+  if (encoded.headerLength === undefined) {
+    await send(req, res, 200, 'application/json', [encoded.header], {}, { compressible: true });
+  } else {
+    await send(
+      req,
+      res,
+      200,
+      'application/octet-stream',
+      [encoded.header, ...encoded.blobs],
+      { 'Inference-Header-Content-Length': encoded.headerLength },
+      { compressible: true },
+    );
   }
 };
 
