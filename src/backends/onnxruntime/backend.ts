@@ -36,9 +36,13 @@ export async function resolveModelFile(modelPath: string): Promise<string> {
   return inner;
 }
 
-/** ORT's own log level follows ours: verbose only when we are. */
-function ortLogLevel(logger: Logger): 0 | 1 | 2 | 3 {
-  return logger.level === 'trace' ? 0 : logger.level === 'debug' ? 1 : 3;
+/**
+ * ORT's own log level follows ours: verbose only when we are. Otherwise only fatal: a run error (a client's
+ * out-of-range token id, say) already reaches the client and our log through the error we return, and ORT
+ * writing each one to stderr again would let any client flood it.
+ */
+function ortLogLevel(logger: Logger): 0 | 1 | 2 | 3 | 4 {
+  return logger.level === 'trace' ? 0 : logger.level === 'debug' ? 1 : 4;
 }
 
 /**
