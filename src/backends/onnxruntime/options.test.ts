@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ModelConfig } from '../../config/model-config.js';
@@ -9,9 +10,13 @@ const params = (p: Record<string, string>): ModelConfig => ({
 });
 
 describe('sessionOptionsFor', () => {
-  it('defaults to all graph optimizations on the CPU EP and sets nothing else', () => {
+  it('defaults to all graph optimizations on the CPU EP with every core for a single instance', () => {
     const { session, run, warnings } = sessionOptionsFor({});
-    assert.deepEqual(session, { graphOptimizationLevel: 'all', executionProviders: ['cpu'] });
+    assert.deepEqual(session, {
+      graphOptimizationLevel: 'all',
+      executionProviders: ['cpu'],
+      intraOpNumThreads: availableParallelism(),
+    });
     assert.deepEqual(run, {});
     assert.deepEqual(warnings, []);
   });
@@ -98,7 +103,11 @@ describe('sessionOptionsFor', () => {
         do_copy_in_default_stream: '0',
       }),
     );
-    assert.deepEqual(session, { graphOptimizationLevel: 'all', executionProviders: ['cpu'] });
+    assert.deepEqual(session, {
+      graphOptimizationLevel: 'all',
+      executionProviders: ['cpu'],
+      intraOpNumThreads: availableParallelism(),
+    });
     assert.equal(warnings.length, 4);
     for (const key of [
       'cudnn_conv_algo_search',
@@ -124,7 +133,15 @@ describe('sessionOptionsFor', () => {
     assert.equal(session.interOpNumThreads, 2);
     assert.equal(warnings.length, 2);
     const noCounts = sessionOptionsFor(config, { 'enable-global-threadpool': 'true' }).session;
-    assert.equal(noCounts.intraOpNumThreads, undefined);
+    assert.equal(noCounts.intraOpNumThreads, availableParallelism(), 'no count anywhere: the default budget');
+  });
+
+  it('shares the cores between instances when no intra-op thread count is given; 0 leaves it to ORT', () => {
+    const cores = availableParallelism();
+    const four = { instance_group: [{ kind: 'KIND_CPU' as const, count: 4 }] };
+    assert.equal(sessionOptionsFor(four).session.intraOpNumThreads, Math.max(1, Math.floor(cores / 4)));
+    const zero = { ...four, parameters: { intra_op_thread_count: { string_value: '0' } } };
+    assert.equal(sessionOptionsFor(zero).session.intraOpNumThreads, undefined);
   });
 
   it('with the global thread pool off, backend-config thread counts do not override the model', () => {

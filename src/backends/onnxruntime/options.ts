@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import type { BackendConfig } from '../backend.js';
@@ -111,6 +112,23 @@ export function checkAccelerators(config: ModelConfig): void {
 }
 
 /**
+ * Intra-op threads when neither the model nor the backend config says: the machine's cores shared between the
+ * model's instances (at least 1). Nereid's own default, not ORT's (one pool of every core per session): instances
+ * run at the same time in their own threads, and N pools of every core oversubscribe the CPU that the main thread
+ * (HTTP, batching) needs too. Measured on 2 cores, text_encoder, 2 instances, batching, concurrency 64: 1,165 req/s
+ * with ORT's default, 1,845 with 1 thread each. `intra_op_thread_count: "0"` still asks for ORT's default.
+ */
+function defaultIntraOpThreads(config: ModelConfig): number {
+  let instances = 1;
+  try {
+    instances = instanceCount(config);
+  } catch {
+    // An unsupported kind fails the load elsewhere, with its own message.
+  }
+  return Math.max(1, Math.floor(availableParallelism() / instances));
+}
+
+/**
  * Maps a model config and `--backend-config=onnxruntime,...` to onnxruntime-node options, Triton's way.
  * Throws InvalidArgError naming the parameter for a bad value and UnsupportedError for an accelerator this
  * build cannot honour.
@@ -158,6 +176,7 @@ export function sessionOptionsFor(config: ModelConfig, backendConfig: BackendCon
     const n = useGlobal ? backendCount : modelCount;
     // 0 means "let ORT pick" in Triton, which it expresses by not calling SetIntra/InterOpNumThreads.
     if (n !== undefined && n > 0) session[opt] = n;
+    else if (n === undefined && opt === 'intraOpNumThreads') session[opt] = defaultIntraOpThreads(config);
   }
 
   if (params.enable_mem_arena !== undefined) {
