@@ -1,22 +1,13 @@
 import type { Backend, BackendConfig } from '../backends/backend.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { dataTypeFromConfig } from '../core/datatypes.js';
-import { modelConfigFromJson } from '../config/index.js';
-import {
-  InternalError,
-  InvalidArgError,
-  NereidError,
-  NotFoundError,
-  UnavailableError,
-  UnsupportedError,
-} from '../core/errors.js';
+import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ScheduledResult } from '../scheduler/scheduler.js';
 import { ModelRepository } from '../repository/manager.js';
-import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
 import type {
   CallOptions,
@@ -32,7 +23,9 @@ import type {
 } from './api.js';
 import { noopObserver, type InferenceObserver } from '../metrics/observer.js';
 import { classify } from './classification.js';
-import { toModelStatistics } from './statistics.js';
+import { applyLogSettings, readLogSettings } from './log-settings.js';
+import { loadByRequest, unloadByRequest } from './model-control.js';
+import { collectStatistics, repositoryIndexRows } from './statistics.js';
 import { Tracer, type TraceOptions } from './trace.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
@@ -275,22 +268,11 @@ export class InferenceServer implements InferenceServerApi {
     });
     const traceId = this.#tracer.sample(model.name);
     if (traceId !== 0) {
-      // Compute timestamps are derived from the measured durations (the worker's clock is not ours).
-      // Batch timings can overlap this request's own clock, so each stamp is capped at the request's end.
-      const t = result.timings;
-      const end = process.hrtime.bigint();
-      const at = (ns: bigint): bigint => (ns < end ? ns : end);
-      const computeStart = at(started + BigInt(result.queueNs));
-      const inputEnd = at(computeStart + BigInt(t.computeInputNs));
-      const outputStart = at(inputEnd + BigInt(t.computeInferNs));
-      this.#tracer.record(traceId, model.name, version.version, request.id, {
-        REQUEST_START: requestStart,
-        QUEUE_START: started,
-        COMPUTE_START: computeStart,
-        COMPUTE_INPUT_END: inputEnd,
-        COMPUTE_OUTPUT_START: outputStart,
-        COMPUTE_END: at(outputStart + BigInt(t.computeOutputNs)),
-        REQUEST_END: end,
+      this.#tracer.recordRequest(traceId, model.name, version.version, request.id, {
+        requestStart,
+        queueStart: started,
+        queueNs: result.queueNs,
+        timings: result.timings,
       });
     }
     const batching = (config.max_batch_size ?? 0) > 0;
@@ -310,22 +292,7 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
-    const rows: ModelIndexEntry[] = [];
-    const loaded = new Set(this.#repo.list().map((m) => m.name));
-    for (const name of this.#repo.found().keys()) {
-      if (!loaded.has(name)) rows.push({ name, version: '', state: '', reason: '' });
-    }
-    for (const m of this.#repo.list()) {
-      if (m.versions.size === 0) {
-        rows.push({ name: m.name, version: '', state: m.state, reason: m.reason });
-        continue;
-      }
-      for (const v of [...m.versions.values()].sort((a, b) => a.version - b.version)) {
-        rows.push({ name: m.name, version: String(v.version), state: v.state, reason: v.reason });
-      }
-    }
-    rows.sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
-    return opts.ready ? rows.filter((r) => r.state === 'READY') : rows;
+    return repositoryIndexRows(this.#repo, opts.ready ?? false);
   }
 
   #checkControl(action: string): void {
@@ -340,133 +307,26 @@ export class InferenceServer implements InferenceServerApi {
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
     this.#checkControl('load');
-    const name = checkModelName(rawName);
-    const files = opts.files ?? new Map();
-    if (files.size > 0 && opts.config === undefined) {
-      throw new InvalidArgError(
-        `load of '${name}': file overrides need the 'config' parameter as well (Triton's rule)`,
-      );
-    }
-    let config: ModelConfig | undefined;
-    try {
-      config = opts.config === undefined ? undefined : modelConfigFromJson(opts.config, `load request for '${name}'`);
-    } catch (err) {
-      // Triton's clients look for "failed to load" in this answer.
-      const e = NereidError.from(err);
-      throw new InvalidArgError(`failed to load '${name}', ${e.message}`, { cause: err });
-    }
-    let dir: string;
-    let tempDir: string | undefined;
-    if (files.size > 0) {
-      tempDir = await writeOverrideDir(name, files);
-      dir = tempDir;
-    } else {
-      const loc = (await this.#repo.scan()).get(name);
-      if (!loc) {
-        throw new InternalError(
-          `failed to load '${name}': no model folder named '${name}' in the model repositories; add it there or send its files as 'file:' overrides`,
-        );
-      }
-      dir = loc.dir;
-    }
-    const model = await this.#repo.load(name, { dir, config, tempDir });
-    const ready = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
-    if (!ready) {
-      throw new InvalidArgError(`load failed for model '${name}': ${model.reason || 'no version is ready'}`);
-    }
+    const name = await loadByRequest(this.#repo, rawName, opts);
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
   async unloadModel(rawName: string, _opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = checkModelName(rawName);
-    const model = this.#repo.get(name);
-    if (!model && !this.#repo.found().has(name)) {
-      throw new NotFoundError(
-        `failed to unload '${name}': no model named '${name}' is loaded or in the model repositories`,
-      );
-    }
-    // No ensembles yet, so there are no dependents to unload with it.
-    await this.#repo.unload(name);
+    const name = await unloadByRequest(this.#repo, rawName);
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
   modelStatistics(name?: string, version?: string): ModelStatistics[] {
-    const models = name ? [this.#repo.get(name)] : this.#repo.list();
-    const out: ModelStatistics[] = [];
-    for (const m of models) {
-      if (!m) throw new NotFoundError(`requested model '${name}' is not found`);
-      let versions = [...m.versions.values()].filter((v) => v.state === 'READY');
-      if (version !== undefined && version !== '') {
-        versions = versions.filter((v) => String(v.version) === version);
-        if (versions.length === 0) throw new NotFoundError(`requested model '${name}' version ${version} is not found`);
-      } else if (name && versions.length === 0) {
-        throw new NotFoundError(`requested model '${name}' has no available versions`);
-      }
-      for (const v of versions.sort((a, b) => a.version - b.version))
-        out.push(toModelStatistics(m.name, v.version, v.stats));
-    }
-    return out;
+    return collectStatistics(this.#repo, name, version);
   }
 
   logSettings(): LogSettings {
-    const s = this.#switches();
-    return {
-      log_file: s.file,
-      log_info: s.info,
-      log_warning: s.warning,
-      log_error: s.error,
-      log_verbose_level: s.verbose,
-      log_format: s.format,
-    };
+    return readLogSettings(this.#switches());
   }
 
-  /** Applies a partial update (validated as a whole first, so a bad key changes nothing) and returns all settings. */
   updateLogSettings(update: Partial<Record<keyof LogSettings, unknown>>): LogSettings {
-    const s = this.#switches();
-    const next = { ...s };
-    for (const [key, value] of Object.entries(update)) {
-      const bool = (): boolean => {
-        if (typeof value !== 'boolean')
-          throw new InvalidArgError(`log setting '${key}' must be a boolean, got ${JSON.stringify(value)}`);
-        return value;
-      };
-      switch (key) {
-        case 'log_file':
-          // A remote caller must not choose where the server writes (CVE-2024-0087).
-          throw new UnsupportedError('log file location can not be updated through network protocol');
-        case 'log_info':
-          next.info = bool();
-          break;
-        case 'log_warning':
-          next.warning = bool();
-          break;
-        case 'log_error':
-          next.error = bool();
-          break;
-        case 'log_verbose_level':
-          if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-            throw new InvalidArgError(
-              `log setting 'log_verbose_level' must be a non-negative integer, got ${JSON.stringify(value)}`,
-            );
-          }
-          next.verbose = value;
-          break;
-        case 'log_format':
-          if (value !== 'default' && value !== 'ISO8601') {
-            throw new InvalidArgError(
-              `log setting 'log_format' must be "default" or "ISO8601", got ${JSON.stringify(value)}`,
-            );
-          }
-          next.format = value;
-          break;
-        default:
-          throw new InvalidArgError(
-            `unknown log setting '${key}'; known: log_file, log_info, log_warning, log_error, log_verbose_level, log_format`,
-          );
-      }
-    }
-    Object.assign(s, next);
+    applyLogSettings(this.#switches(), update);
     return this.logSettings();
   }
 

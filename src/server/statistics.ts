@@ -1,5 +1,7 @@
 import type { ModelStats } from '../core/stats.js';
-import type { ModelStatistics } from './api.js';
+import { NotFoundError } from '../core/errors.js';
+import type { ModelRepository } from '../repository/manager.js';
+import type { ModelIndexEntry, ModelStatistics } from './api.js';
 
 const copy = (d: { count: number; ns: number }): { count: number; ns: number } => ({ count: d.count, ns: d.ns });
 
@@ -33,4 +35,49 @@ export function toModelStatistics(name: string, version: number, s: ModelStats):
       })),
     memory_usage: [],
   };
+}
+
+/**
+ * The statistics extension's answer: every ready version of every model, of one model, or one version of it.
+ * Unknown model or version → NOT_FOUND.
+ */
+export function collectStatistics(repo: ModelRepository, name?: string, version?: string): ModelStatistics[] {
+  const models = name ? [repo.get(name)] : repo.list();
+  const out: ModelStatistics[] = [];
+  for (const m of models) {
+    if (!m) throw new NotFoundError(`requested model '${name}' is not found`);
+    let versions = [...m.versions.values()].filter((v) => v.state === 'READY');
+    if (version !== undefined && version !== '') {
+      versions = versions.filter((v) => String(v.version) === version);
+      if (versions.length === 0) throw new NotFoundError(`requested model '${name}' version ${version} is not found`);
+    } else if (name && versions.length === 0) {
+      throw new NotFoundError(`requested model '${name}' has no available versions`);
+    }
+    for (const v of versions.sort((a, b) => a.version - b.version))
+      out.push(toModelStatistics(m.name, v.version, v.stats));
+  }
+  return out;
+}
+
+/**
+ * The repository index: loaded models by version with state and reason, and models found in the repositories but
+ * never loaded (explicit mode) by name only. `ready` keeps the READY rows.
+ */
+export function repositoryIndexRows(repo: ModelRepository, ready: boolean): ModelIndexEntry[] {
+  const rows: ModelIndexEntry[] = [];
+  const loaded = new Set(repo.list().map((m) => m.name));
+  for (const name of repo.found().keys()) {
+    if (!loaded.has(name)) rows.push({ name, version: '', state: '', reason: '' });
+  }
+  for (const m of repo.list()) {
+    if (m.versions.size === 0) {
+      rows.push({ name: m.name, version: '', state: m.state, reason: m.reason });
+      continue;
+    }
+    for (const v of [...m.versions.values()].sort((a, b) => a.version - b.version)) {
+      rows.push({ name: m.name, version: String(v.version), state: v.state, reason: v.reason });
+    }
+  }
+  rows.sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
+  return ready ? rows.filter((r) => r.state === 'READY') : rows;
 }

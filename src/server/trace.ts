@@ -1,5 +1,6 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { InvalidArgError, UnsupportedError } from '../core/errors.js';
+import type { ComputeTimings } from '../core/stats.js';
 import type { TraceSettings } from './api.js';
 
 /**
@@ -126,6 +127,34 @@ export class Tracer {
     if (s.count >= 0 && traced >= s.count) return 0;
     this.#traced.set(model, traced + 1);
     return this.#nextId++;
+  }
+
+  /**
+   * Records a traced request from what the server measured: its start, when it entered the queue, its queue time
+   * and its batch's compute durations. The compute timestamps are derived from the durations (the worker's clock is
+   * not ours) and capped at the request's end, since a batch's timings can overlap this request's own clock.
+   */
+  recordRequest(
+    id: number,
+    model: string,
+    version: number,
+    requestId: string | undefined,
+    m: { requestStart: bigint; queueStart: bigint; queueNs: number; timings: ComputeTimings },
+  ): void {
+    const end = process.hrtime.bigint();
+    const at = (ns: bigint): bigint => (ns < end ? ns : end);
+    const computeStart = at(m.queueStart + BigInt(m.queueNs));
+    const inputEnd = at(computeStart + BigInt(m.timings.computeInputNs));
+    const outputStart = at(inputEnd + BigInt(m.timings.computeInferNs));
+    this.record(id, model, version, requestId, {
+      REQUEST_START: m.requestStart,
+      QUEUE_START: m.queueStart,
+      COMPUTE_START: computeStart,
+      COMPUTE_INPUT_END: inputEnd,
+      COMPUTE_OUTPUT_START: outputStart,
+      COMPUTE_END: at(outputStart + BigInt(m.timings.computeOutputNs)),
+      REQUEST_END: end,
+    });
   }
 
   record(id: number, model: string, version: number, requestId: string | undefined, t: TraceTimestamps): void {

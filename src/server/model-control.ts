@@ -1,0 +1,62 @@
+import { modelConfigFromJson } from '../config/index.js';
+import type { ModelConfig } from '../config/model-config.js';
+import { InternalError, InvalidArgError, NereidError, NotFoundError } from '../core/errors.js';
+import type { ModelRepository } from '../repository/manager.js';
+import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
+import type { LoadOptions } from './api.js';
+
+/**
+ * The model repository extension's load and unload, as Triton answers them: model names checked for traversal, a
+ * JSON `config` override read like Triton's JsonStringToMessage, `file:` overrides written into a checked temp
+ * folder (they need `config`), an atomic (re)load that keeps the serving model when the new one fails.
+ * Returns the model's (trimmed) name.
+ */
+export async function loadByRequest(repo: ModelRepository, rawName: string, opts: LoadOptions): Promise<string> {
+  const name = checkModelName(rawName);
+  const files = opts.files ?? new Map();
+  if (files.size > 0 && opts.config === undefined) {
+    throw new InvalidArgError(`load of '${name}': file overrides need the 'config' parameter as well (Triton's rule)`);
+  }
+  let config: ModelConfig | undefined;
+  try {
+    config = opts.config === undefined ? undefined : modelConfigFromJson(opts.config, `load request for '${name}'`);
+  } catch (err) {
+    // Triton's clients look for "failed to load" in this answer.
+    const e = NereidError.from(err);
+    throw new InvalidArgError(`failed to load '${name}', ${e.message}`, { cause: err });
+  }
+  let dir: string;
+  let tempDir: string | undefined;
+  if (files.size > 0) {
+    tempDir = await writeOverrideDir(name, files);
+    dir = tempDir;
+  } else {
+    const loc = (await repo.scan()).get(name);
+    if (!loc) {
+      throw new InternalError(
+        `failed to load '${name}': no model folder named '${name}' in the model repositories; add it there or send its files as 'file:' overrides`,
+      );
+    }
+    dir = loc.dir;
+  }
+  const model = await repo.load(name, { dir, config, tempDir });
+  const ready = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
+  if (!ready) {
+    throw new InvalidArgError(`load failed for model '${name}': ${model.reason || 'no version is ready'}`);
+  }
+  return name;
+}
+
+/** Unloads a loaded model or a known one (idempotent); a name the repositories never had is NOT_FOUND. */
+export async function unloadByRequest(repo: ModelRepository, rawName: string): Promise<string> {
+  const name = checkModelName(rawName);
+  const model = repo.get(name);
+  if (!model && !repo.found().has(name)) {
+    throw new NotFoundError(
+      `failed to unload '${name}': no model named '${name}' is loaded or in the model repositories`,
+    );
+  }
+  // No ensembles yet, so there are no dependents to unload with it.
+  await repo.unload(name);
+  return name;
+}
