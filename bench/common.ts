@@ -1,3 +1,4 @@
+import http from 'node:http';
 /** Small helpers shared by the benchmark: progress output, ports, /proc readings, readiness polling. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -105,4 +106,39 @@ export function median(values: readonly number[]): number {
     [...values].sort((a, b) => a - b),
     50,
   );
+}
+
+/**
+ * One binary-tensor infer request (`Inference-Header-Content-Length`) over a keep-alive agent; resolves on a 200
+ * whose body was read, rejects otherwise. The load loop of the small benchmark scripts.
+ */
+export function postBinaryInfer(
+  agent: http.Agent,
+  port: number,
+  model: string,
+  body: Buffer,
+  headerLength: number,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: `/v2/models/${model}/infer`,
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/octet-stream',
+          'inference-header-content-length': headerLength,
+          'content-length': body.length,
+        },
+      },
+      (res) => {
+        res.on('data', () => {});
+        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
 }

@@ -6,23 +6,14 @@
  *   npm run build && node --import tsx bench/core.ts [--seconds 5]
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
+import { percentile, postBinaryInfer, rssMiB } from './common.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1]) || 5;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
 
 interface Result {
   name: string;
@@ -45,7 +36,7 @@ async function loop(name: string, concurrency: number, once: () => Promise<void>
     }),
   );
   lat.sort((a, b) => a - b);
-  return { name, concurrency, rps: lat.length / seconds, p50_us: pct(lat, 50), p99_us: pct(lat, 99) };
+  return { name, concurrency, rps: lat.length / seconds, p50_us: percentile(lat, 50), p99_us: percentile(lat, 99) };
 }
 
 function binaryRequest(): { body: Buffer; headerLength: number } {
@@ -106,29 +97,7 @@ async function main(): Promise<void> {
     const idle = rssMiB(child.pid as number);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
     const { body, headerLength } = binaryRequest();
-    const once = (): Promise<void> =>
-      new Promise((resolve, reject) => {
-        const req = http.request(
-          {
-            host: '127.0.0.1',
-            port: 18000,
-            path: '/v2/models/simple/infer',
-            method: 'POST',
-            agent,
-            headers: {
-              'content-type': 'application/octet-stream',
-              'inference-header-content-length': headerLength,
-              'content-length': body.length,
-            },
-          },
-          (res) => {
-            res.on('data', () => {});
-            res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
-          },
-        );
-        req.on('error', reject);
-        req.end(body);
-      });
+    const once = (): Promise<void> => postBinaryInfer(agent, 18000, 'simple', body, headerLength);
     for (const c of [1, 16]) results.push(await loop('nereid HTTP binary', c, once));
     const loaded = rssMiB(child.pid as number);
     agent.destroy();

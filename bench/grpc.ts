@@ -13,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type * as grpc from '@grpc/grpc-js';
 import { callUnary, inferenceClient, simpleRaw } from '../test/helpers/grpc.js';
+import { percentile, postBinaryInfer } from './common.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1]) || 5;
@@ -24,9 +25,6 @@ interface Result {
   p50_us: number;
   p99_us: number;
 }
-
-const pct = (sorted: number[], p: number): number =>
-  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 async function loop(name: string, concurrency: number, once: (worker: number) => Promise<void>): Promise<Result> {
   // Short warm-up so JIT and connection set-up stay out of the numbers.
@@ -48,7 +46,7 @@ async function loop(name: string, concurrency: number, once: (worker: number) =>
     }),
   );
   lat.sort((a, b) => a - b);
-  return { name, concurrency, rps: lat.length / seconds, p50_us: pct(lat, 50), p99_us: pct(lat, 99) };
+  return { name, concurrency, rps: lat.length / seconds, p50_us: percentile(lat, 50), p99_us: percentile(lat, 99) };
 }
 
 function httpBinary(port: number, agent: http.Agent): () => Promise<void> {
@@ -69,29 +67,7 @@ function httpBinary(port: number, agent: http.Agent): () => Promise<void> {
     Buffer.from(new Int32Array(16).map((_, i) => i).buffer),
     Buffer.from(new Int32Array(16).fill(1).buffer),
   ]);
-  return () =>
-    new Promise((resolve, reject) => {
-      const req = http.request(
-        {
-          host: '127.0.0.1',
-          port,
-          path: '/v2/models/simple/infer',
-          method: 'POST',
-          agent,
-          headers: {
-            'content-type': 'application/octet-stream',
-            'inference-header-content-length': header.length,
-            'content-length': body.length,
-          },
-        },
-        (res) => {
-          res.on('data', () => {});
-          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
+  return () => postBinaryInfer(agent, port, 'simple', body, header.length);
 }
 
 /** One long-lived stream per worker; each call writes a request and waits for its response. */

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { percentile, postBinaryInfer } from './common.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const examples = join(root, 'examples/model_repository');
@@ -93,34 +94,10 @@ const REQUESTS = {
   ),
 };
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-
 async function load(port: number, model: keyof typeof REQUESTS, concurrency: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   const { body, headerLength } = REQUESTS[model];
-  const once = (): Promise<void> =>
-    new Promise((resolve, reject) => {
-      const req = http.request(
-        {
-          host: '127.0.0.1',
-          port,
-          path: `/v2/models/${model}/infer`,
-          method: 'POST',
-          agent,
-          headers: {
-            'content-type': 'application/octet-stream',
-            'inference-header-content-length': headerLength,
-            'content-length': body.length,
-          },
-        },
-        (res) => {
-          res.on('data', () => {});
-          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
+  const once = (): Promise<void> => postBinaryInfer(agent, port, model, body, headerLength);
   // Warm-up: sessions, sockets, JIT.
   const warmEnd = performance.now() + 500;
   await Promise.all(
@@ -143,7 +120,7 @@ async function load(port: number, model: keyof typeof REQUESTS, concurrency: num
   const elapsed = (performance.now() - t0) / 1000;
   agent.destroy();
   lat.sort((a, b) => a - b);
-  return { rps: lat.length / elapsed, p50: pct(lat, 50), p99: pct(lat, 99) };
+  return { rps: lat.length / elapsed, p50: percentile(lat, 50), p99: percentile(lat, 99) };
 }
 
 async function rawTextEncoder(): Promise<{ batch: number; seqPerSec: number }[]> {
