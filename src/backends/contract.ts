@@ -1,0 +1,209 @@
+import type { ModelConfig } from '../config/model-config.js';
+import type { DataType } from '../core/datatypes.js';
+import type { Parameters } from '../core/inference.js';
+import type { Logger } from '../core/logger.js';
+import type { Tensor } from '../core/tensor.js';
+
+/**
+ * The engine boundary, Triton's backend API in TypeScript. Two halves:
+ *
+ * - the **engine side** (`EngineAdapter` → `EngineModel` → `EngineInstance`) is what an engine implements: a few
+ *   functions, with no idea where they run;
+ * - the **host side** (`Backend` → `ModelHandle` → `Instance`) is what the repository and the schedulers use. A
+ *   transport (`runtime/`) turns an adapter into a backend: in-process, a worker thread per instance, or a child
+ *   process hosting one or more instances. The schedulers never know which.
+ *
+ * Memory ownership across `execute` (the rules every transport and engine keeps):
+ * - request inputs are BORROWED by the engine: valid until `execute` settles. An engine that keeps input data
+ *   after that (a decoupled model answering later, an implicit state) copies it. The host never mutates them.
+ *   A transport may move them (transfer to a worker, write to shared memory); the caller must not use input
+ *   buffers after handing them to `execute` (they may be detached).
+ * - response outputs are GIVEN to the host by `send`: the engine must not touch their memory afterwards. Outputs of
+ *   one batch may be views into one allocation (the batch's split); they stay valid as long as any view is held.
+ */
+
+/** One tensor of a model file's signature, as the engine reports it. Dims: -1 for dynamic. */
+export interface TensorSignature {
+  name: string;
+  datatype: DataType;
+  dims: number[];
+}
+
+export interface ModelSignature {
+  inputs: TensorSignature[];
+  outputs: TensorSignature[];
+}
+
+/** Backend-wide settings from `--backend-config=<backend>,<key>=<value>`. */
+export type BackendConfig = Readonly<Record<string, string>>;
+
+/** One request of a batch handed to `execute`. */
+export interface EngineRequest {
+  /** Full shapes (batch dim included when the model batches). BORROWED: see the ownership rules above. */
+  readonly inputs: readonly Tensor[];
+  /** Output names to produce, in this order. */
+  readonly outputs: readonly string[];
+  /** Rows this request brings: its dim 0 when the model batches, else 1. */
+  readonly batchSize: number;
+  readonly id?: string;
+  /** Sequence correlation id (sequence batcher), when the request has one. */
+  readonly correlationId?: bigint | string;
+  readonly parameters?: Readonly<Parameters>;
+}
+
+/** One response to a request: exactly the outputs it asked for, in its order. GIVEN to the host. */
+export interface EngineResponse {
+  outputs: Tensor[];
+  parameters?: Parameters;
+}
+
+/**
+ * How an engine answers the requests of a batch (Triton's response factory). A non-decoupled model sends exactly
+ * one response with `final: true` per request; a decoupled model sends any number, then a final flag (with or
+ * without a response: `null`). An error is final by itself. Sends after a request's final are ignored.
+ */
+export interface Responder {
+  send(index: number, response: EngineResponse | Error | null, opts: { final: boolean }): void;
+}
+
+/** Per-execution timings in nanoseconds, for the statistics extension. */
+export interface ExecuteTimings {
+  computeInputNs: number;
+  computeInferNs: number;
+  computeOutputNs: number;
+}
+
+export type InstanceKind = 'KIND_CPU' | 'KIND_GPU' | 'KIND_MODEL';
+
+/** One entry of the expanded `instance_group`: what an instance is created for. */
+export interface InstanceSpec {
+  /** `<model>_<n>`, unique within a model version; used in logs and error messages. */
+  readonly name: string;
+  readonly index: number;
+  readonly kind: InstanceKind;
+  /** GPU id for KIND_GPU, -1 otherwise. */
+  readonly device: number;
+  /** `profile` of its instance group (TensorRT optimization profiles); empty = the engine's default. */
+  readonly profiles: readonly string[];
+}
+
+/**
+ * `execute`'s signal aborts when every request of the batch has been cancelled (client gone, deadline) or the
+ * instance is being destroyed. An engine that can stop early rejects with a CancelledError; one that cannot
+ * finishes the run, and the host answers the cancelled requests CANCELLED anyway.
+ *
+ * `execute` resolves with the batch's timings once every request has had its final send; if it rejects, every
+ * request without a final send gets the error. The host calls `execute` on one instance one batch at a time.
+ */
+export type Execute = (
+  requests: readonly EngineRequest[],
+  responder: Responder,
+  signal: AbortSignal,
+) => Promise<ExecuteTimings>;
+
+/** Engine side: one execution context (Triton's model instance). */
+export interface EngineInstance {
+  execute: Execute;
+  /** Releases the instance. Called exactly once, after its last `execute` settled. */
+  destroy(): Promise<void>;
+}
+
+/** Engine side: a model version loaded in one place (thread or process), able to create its instances. */
+export interface EngineModel {
+  createInstance(spec: InstanceSpec, signal: AbortSignal): Promise<EngineInstance>;
+  /** Called exactly once, after every instance it created was destroyed. */
+  unload(): Promise<void>;
+}
+
+/** What an engine learns about the model it loads. Plain data: it crosses to threads and processes. */
+export interface EngineLoadContext {
+  name: string;
+  version: number;
+  /** The final (auto-completed, validated) config. */
+  config: ModelConfig;
+  /** `<repo>/<model>` and the model file (or directory) inside `<version>/`. */
+  modelDir: string;
+  modelPath: string;
+  backendConfig: BackendConfig;
+  /** pino level name of the server's logger, for engines with their own logging (onnxruntime). */
+  logLevel: string;
+}
+
+/** Engine side: what an engine implements. Runs wherever its transport puts it. */
+export interface EngineAdapter {
+  load(ctx: EngineLoadContext, signal: AbortSignal): Promise<EngineModel>;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Host side
+
+/** Config sections a backend (or the schedulers) may support; anything else present in a config fails the load. */
+export type ConfigSection =
+  | 'dynamic_batching'
+  | 'sequence_batching'
+  | 'ensemble_scheduling'
+  | 'model_warmup'
+  | 'response_cache'
+  | 'decoupled'
+  | 'optimization.cuda.graphs'
+  | 'batch_input'
+  | 'batch_output'
+  | 'model_repository_agents';
+
+/** What the registry knows of a backend without loading anything. */
+export interface BackendDescriptor {
+  /** Backend name as in config `backend` (`onnxruntime`). */
+  readonly name: string;
+  /** Platform names it serves (`onnxruntime_onnx`). */
+  readonly platforms: readonly string[];
+  /** File name in a version folder; '' when the backend reads no file (the version folder itself). */
+  readonly defaultModelFilename: string;
+  /** Datatypes the engine can run; a config naming another is a load error. */
+  readonly datatypes: readonly DataType[];
+  /** Optional config sections this backend supports (beyond those every backend has). */
+  readonly sections: readonly ConfigSection[];
+}
+
+/** Everything `Backend.autoComplete` is given. */
+export interface AutoCompleteContext {
+  /** The model file (or folder) of the latest selected version. */
+  modelPath: string;
+  backendConfig: BackendConfig;
+  /** False with `--disable-auto-complete-config`: only check the config against the model. */
+  autoComplete: boolean;
+  logger: Logger;
+  signal?: AbortSignal;
+}
+
+/** Host side: one loaded model version, able to create instances (each in its transport's place). */
+export interface ModelHandle {
+  createInstance(spec: InstanceSpec, signal?: AbortSignal): Promise<Instance>;
+  /** Releases what the model holds beyond its instances; idempotent. */
+  unload(): Promise<void>;
+}
+
+/** Host side: an instance as the schedulers use it. */
+export interface Instance {
+  readonly name: string;
+  readonly execute: Execute;
+  /** Destroys the instance after its in-flight batch; idempotent. */
+  destroy(): Promise<void>;
+  /**
+   * Settles when the instance died on its own (its thread or process exited, a sticky engine error), with the
+   * cause. In-flight requests were already failed with an INTERNAL error naming the instance. Never settles
+   * for an instance destroyed on purpose.
+   */
+  readonly died: Promise<Error>;
+}
+
+/** Host side: a backend as the repository uses it. */
+export interface Backend extends BackendDescriptor {
+  /**
+   * Triton's `auto_complete_config`: config in, completed config out. Reads the model file (or asks the engine:
+   * a Python model sets its own inputs and batching). With `ctx.autoComplete` false it only checks.
+   */
+  autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig>;
+  load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle>;
+  /** Releases backend-wide resources (shared processes); idempotent. */
+  close?(): Promise<void>;
+}
