@@ -40,7 +40,7 @@ export function metricsSourceFrom(server: { models(): readonly Model[] }): Metri
             stats: v.stats,
             pending: v.scheduler?.pending ?? 0,
             loadSeconds,
-            metricTags: model.config?.metric_tags,
+            metricTags: model.spec?.config.metric_tags,
           };
         }
       }

@@ -1,6 +1,6 @@
-import type { Backend, BackendConfig } from '../backends/backend.js';
+import type { Backend, BackendConfig } from '../backends/contract.js';
+import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { dataTypeFromConfig } from '../core/datatypes.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
@@ -9,6 +9,7 @@ import type { Tensor } from '../core/tensor.js';
 import type { ScheduledResult } from '../scheduler/scheduler.js';
 import { ModelRepository } from '../repository/manager.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
+import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
   InferenceServerApi,
@@ -35,6 +36,8 @@ export const NEREID_VERSION = '0.1.0';
 export interface InferenceServerOptions {
   repositories: readonly string[];
   backends: readonly Backend[];
+  /** Ids of the GPUs instances may use (KIND_GPU, KIND_AUTO); none by default. */
+  gpus?: readonly number[];
   backendConfig?: ReadonlyMap<string, BackendConfig>;
   /** Triton's auto-complete (default on). */
   autoComplete?: boolean;
@@ -109,7 +112,7 @@ export class InferenceServer implements InferenceServerApi {
     const logger = opts.logger ?? noopLogger;
     const repo = new ModelRepository({
       repositories: opts.repositories,
-      backends: opts.backends,
+      registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
       autoComplete: opts.autoComplete ?? true,
       logger,
@@ -156,9 +159,10 @@ export class InferenceServer implements InferenceServerApi {
     return this.#repo.list();
   }
 
-  #resolve(name: string, version?: string): { model: Model; version: ModelVersion; config: ModelConfig } {
+  /** The one model lookup of a request: its model, the version asked for (or latest ready) and the spec. */
+  #resolve(name: string, version?: string): { model: Model; version: ModelVersion; spec: ModelSpec } {
     const model = this.#repo.get(name);
-    if (!model || !model.config) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
+    if (!model || !model.spec) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
     let v: ModelVersion | undefined;
     if (version !== undefined && version !== '') {
       if (!/^[0-9]+$/.test(version)) {
@@ -173,7 +177,7 @@ export class InferenceServer implements InferenceServerApi {
       v = latestReady(model);
       if (!v) throw new NotFoundError(`Request for unknown model: '${name}' has no available versions`);
     }
-    return { model, version: v, config: model.config };
+    return { model, version: v, spec: model.spec };
   }
 
   checkModel(name: string, version?: string): void {
@@ -190,12 +194,15 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   modelMetadata(name: string, version?: string): ModelMetadata {
-    const { model, config } = this.#resolve(name, version);
-    const batching = (config.max_batch_size ?? 0) > 0;
-    const meta = (t: { name?: string; data_type?: string; dims?: number[] }): TensorMetadata => ({
-      name: t.name as string,
-      datatype: dataTypeFromConfig(t.data_type ?? 'TYPE_INVALID') ?? 'BYTES',
-      shape: batching ? [-1, ...(t.dims ?? [])] : [...(t.dims ?? [])],
+    const { model, spec } = this.#resolve(name, version);
+    const meta = (t: {
+      name: string;
+      datatype: TensorMetadata['datatype'];
+      fullDims: readonly number[];
+    }): TensorMetadata => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: [...t.fullDims],
     });
     const versions = [...model.versions.values()]
       .filter((v) => v.state === 'READY')
@@ -205,14 +212,14 @@ export class InferenceServer implements InferenceServerApi {
     return {
       name: model.name,
       versions,
-      platform: config.platform ?? config.backend ?? '',
-      inputs: (config.input ?? []).map(meta),
-      outputs: (config.output ?? []).map(meta),
+      platform: spec.platform,
+      inputs: [...spec.inputs.values()].map(meta),
+      outputs: [...spec.outputs.values()].map(meta),
     };
   }
 
   modelConfig(name: string, version?: string): ModelConfig {
-    return this.#resolve(name, version).config;
+    return this.#resolve(name, version).spec.config as ModelConfig;
   }
 
   /** Per-request observations for latency summaries and histograms (the metrics endpoint sets it). */
@@ -242,15 +249,16 @@ export class InferenceServer implements InferenceServerApi {
 
   async #infer(request: InferRequest, opts: CallOptions): Promise<InferResponse> {
     const requestStart = process.hrtime.bigint();
-    const { model, version, config } = this.#resolve(request.model, request.version);
-    const checked = validateRequest(request, model.name, config);
+    const { model, version, spec } = this.#resolve(request.model, request.version);
+    const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
+    const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     let result: ScheduledResult;
     try {
-      result = await scheduler.enqueue(checked.execute, checked.batchSize, {
+      result = await scheduler.enqueue(checked.request, {
         signal: opts.signal,
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
@@ -260,7 +268,7 @@ export class InferenceServer implements InferenceServerApi {
       throw err;
     }
     const totalNs = Number(process.hrtime.bigint() - started);
-    version.stats.recordSuccess(checked.batchSize, totalNs, result.queueNs, result.timings);
+    version.stats.recordSuccess(batchSize, totalNs, result.queueNs, result.timings);
     this.#observer.requestSucceeded(model.name, version.version, {
       totalNs,
       queueNs: result.queueNs,
@@ -275,14 +283,12 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    const batching = (config.max_batch_size ?? 0) > 0;
-    const declared = new Map((config.output ?? []).map((o) => [o.name as string, o]));
     const outputs: Tensor[] = checked.outputs.map((req, i) => {
       let t = result.outputs[i];
-      const cfg = declared.get(req.name);
-      if (cfg?.reshape) t = { ...t, shape: batching ? [t.shape[0], ...(cfg.dims ?? [])] : [...(cfg.dims ?? [])] };
+      const out = spec.outputs.get(req.name);
+      if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
       if (req.classCount !== undefined && req.classCount > 0) {
-        t = classify(t, req.classCount, batching, model.labels.get(req.name));
+        t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
       }
       return t;
     });

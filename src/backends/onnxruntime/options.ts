@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
-import type { BackendConfig } from '../backend.js';
+import type { BackendConfig } from '../contract.js';
 
 /**
  * Triton's onnxruntime-backend options (SPEC §4) mapped onto onnxruntime-node's session and run options.
