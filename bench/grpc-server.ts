@@ -3,7 +3,7 @@
  * `nereid serve` will once the CLI starts the gRPC endpoint, and prints `READY <http> <grpc>`.
  * Also handy by hand: `GRPC_PORT=8001 node --import tsx bench/grpc-server.ts`.
  */
-import { serve } from '../src/cli/serve.js';
+import { serve } from '../src/serve.js';
 import { startGrpcServer } from '../src/protocol/grpc/index.js';
 import { EXAMPLES } from '../test/helpers/server.js';
 

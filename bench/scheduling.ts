@@ -200,7 +200,7 @@ async function main(): Promise<void> {
 
 // ---- entry: the child is the server, reporting its event-loop delay; else the parent runs the load ------------------------------------------------
 if (process.argv[2] === '--child') {
-  const { serve } = await import('../src/cli/serve.js');
+  const { serve } = await import('../src/serve.js');
   // metricsPort 0: an ephemeral port, so the bench never collides with a server already running here.
   const opts = { repositories: [process.argv[3]], httpPort: 0, httpAddress: '127.0.0.1', metricsPort: 0 };
   const running = await serve(opts);

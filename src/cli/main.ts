@@ -13,7 +13,7 @@ import {
   type FlagSpec,
   type FlagValues,
 } from './flags.js';
-import { serve } from './serve.js';
+import { serve } from '../index.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
 async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
