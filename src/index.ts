@@ -12,7 +12,7 @@
  */
 
 export { serve, type RunningNereid, type ServeOptions } from './serve.js';
-export { NEREID_VERSION } from './server/server.js';
+export { NEREID_VERSION } from './core/version.js';
 export type { InferenceServer } from './server/server.js';
 export type { GrpcKeepaliveOptions, GrpcTlsOptions } from './protocol/grpc/index.js';
 export type { TraceOptions } from './server/trace.js';

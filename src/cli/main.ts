@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { createLogger } from '../core/logger.js';
-import { NEREID_VERSION } from '../server/server.js';
+import { NEREID_VERSION } from '../core/version.js';
 import {
   FLAGS,
   helpText,

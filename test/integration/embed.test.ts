@@ -93,9 +93,23 @@ describe('nereid (embedding)', () => {
     );
   });
 
-  it('exports the version of package.json', () => {
+  it('reports the version of package.json in the export and in server metadata', async () => {
     const pkg = JSON.parse(readFileSync(PACKAGE, 'utf8')) as { version: string };
     assert.equal(NEREID_VERSION, pkg.version);
+    const nereid = await serve({
+      repositories: [EXAMPLES],
+      httpAddress: '127.0.0.1',
+      httpPort: 0,
+      allowGrpc: false,
+      allowMetrics: false,
+      modelControlMode: 'explicit',
+    });
+    try {
+      const meta = (await (await fetch(`${nereid.httpUrl}/v2`)).json()) as { version: string };
+      assert.equal(meta.version, pkg.version);
+    } finally {
+      await nereid.close();
+    }
   });
 
   it('maps every entry point to a source file the build emits to the published path', () => {
