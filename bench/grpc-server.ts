@@ -18,6 +18,7 @@ async function main(): Promise<void> {
   const grpc = await startGrpcServer(running.server, { host: '127.0.0.1', port: Number(process.env.GRPC_PORT ?? 0) });
   process.stdout.write(`READY ${running.httpPort ?? 0} ${grpc.port}\n`);
   const stop = (): void => {
+    // A signal handler cannot await; a failed close surfaces as an unhandled rejection, which ends the process too.
     void grpc
       .close(1000)
       .then(() => running.close())

@@ -209,6 +209,7 @@ if (process.argv[2] === '--child') {
   process.on('message', (m: string) => {
     if (m === 'reset') h.reset();
     if (m === 'lag') process.send?.({ p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 });
+    // The child exits when closed; a failed close surfaces as an unhandled rejection, which ends it too.
     if (m === 'stop') void running.close().then(() => process.exit(0));
   });
   process.send?.({ port: running.httpPort });

@@ -107,6 +107,8 @@ export interface RunningNereid {
  */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const backends = defaultBackends();
+  // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
+  const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
   // Without a logger from the caller: a silent one whose switches the logging extension can still turn on.
   opts = { ...opts, logger: opts.logger ?? createLogger({ switches: { info: false, warning: false, error: false } }) };
   const server = await InferenceServer.create({
@@ -167,7 +169,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     await grpc?.close(0);
     await metrics?.close();
     await server.close();
-    await Promise.all(backends.map((b) => b.close?.()));
+    await closeBackends();
     throw err;
   }
   let closing: Promise<void> | undefined;
@@ -188,7 +190,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         await Promise.all([http?.close(), grpc?.close(graceMs)]);
         await metrics?.close();
         await server.close();
-        await Promise.all(backends.map((b) => b.close?.()));
+        await closeBackends();
       })();
       return closing;
     },

@@ -109,7 +109,9 @@ export class ModelRepository {
     const ok = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
     if (ok || !serving) {
       this.#models.set(name, model);
-      if (old) void this.#retire(old);
+      // The old load retires in the background (its in-flight requests finish); a failure there is only logged.
+      const retired = old ? this.#retire(old) : undefined;
+      retired?.catch((err: unknown) => this.#opts.logger.error({ err, model: name }, 'retiring the old load failed'));
     } else {
       // Keep serving the old model; report why the new one was refused.
       await this.#retire(model);

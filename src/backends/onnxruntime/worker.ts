@@ -87,10 +87,13 @@ async function serve(session: InferenceSession): Promise<void> {
   port!.on('message', (msg: ToWorker) => {
     if (msg.type === 'close') {
       port!.removeAllListeners('message');
-      session.release().finally(() => port!.close());
+      // A release that fails changes nothing for the host (the worker ends once the port closes): close either way.
+      const closePort = (): void => port!.close();
+      session.release().then(closePort, closePort);
       return;
     }
     if (msg.type === '__crash') process.exit(70);
+    // Requests overlap on purpose (onnxruntime queues them); execute() answers its own failures to the host.
     void execute(session, runOptions, msg);
   });
 }
@@ -161,4 +164,5 @@ async function main(): Promise<void> {
   await serve(session);
 }
 
+// A rejection here is an uncaught error of the worker: the host sees its 'error' event and fails the instance.
 void main();
