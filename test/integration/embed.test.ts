@@ -5,11 +5,16 @@
  * last test checks the two stay the same module, so the source test also vouches for what is published.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { InvalidArgError, NEREID_VERSION, NereidError, serve } from 'nereid';
 import { EXAMPLES } from '../helpers/server.js';
 
+const execFileAsync = promisify(execFile);
 const PACKAGE = new URL('../../package.json', import.meta.url);
 
 interface EntryPoint {
@@ -111,7 +116,9 @@ describe('nereid (embedding)', () => {
       await nereid.close();
     }
   });
+});
 
+describe('nereid (the published package)', () => {
   it('maps every entry point to a source file the build emits to the published path', () => {
     const pkg = JSON.parse(readFileSync(PACKAGE, 'utf8')) as { exports: Record<string, EntryPoint> };
     for (const [subpath, entry] of Object.entries(pkg.exports)) {
@@ -121,5 +128,22 @@ describe('nereid (embedding)', () => {
       assert.equal(entry.types, `./dist/${stem}.d.ts`, subpath);
       assert.ok(readFileSync(new URL(`../../${entry['nereid-source']}`, import.meta.url)).length > 0, subpath);
     }
+  });
+
+  it('builds no test code or test data into dist/', async () => {
+    // The file list of the build program (what `npm run build` would emit), without emitting: ~1 s.
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    const { stdout } = await execFileAsync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--listFilesOnly'], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    });
+    const sources = stdout.split('\n').filter((f) => /\/src\/.*\.ts$/.test(f) && !f.includes('/node_modules/'));
+    assert.ok(
+      sources.some((f) => f.endsWith('/src/index.ts')),
+      'the build program includes src/index.ts',
+    );
+    assert.deepEqual(
+      sources.filter((f) => /\.test(-[\w-]+)?\.ts$/.test(f)),
+      [],
+    );
   });
 });
