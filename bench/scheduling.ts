@@ -1,5 +1,5 @@
 /**
- * Scheduling benchmark (issue 4): `simple` and `text_encoder` (seq 128) over HTTP binary at concurrency
+ * Scheduling benchmark: `simple` and `text_encoder` (seq 128) over HTTP binary at concurrency
  * 1, 8 and 64, with the dynamic batcher on and off, each in its own server process that reports its
  * event-loop delay (perf_hooks monitorEventLoopDelay) over IPC; plus raw onnxruntime-node throughput of
  * text_encoder at each batch size with the same thread budget (one session, default threads).
