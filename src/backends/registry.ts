@@ -128,6 +128,6 @@ export class BackendRegistry {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.#backends.map((b) => b.close?.()));
+    await Promise.all(this.#backends.map((b) => b.close?.() ?? Promise.resolve()));
   }
 }

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { createLogger } from '../core/logger.js';
-import { NEREID_VERSION } from '../server/server.js';
+import { NEREID_VERSION } from '../core/version.js';
 import {
   FLAGS,
   helpText,
@@ -13,7 +13,7 @@ import {
   type FlagSpec,
   type FlagValues,
 } from './flags.js';
-import { serve } from './serve.js';
+import { serve } from '../index.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
 async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {

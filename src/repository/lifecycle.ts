@@ -105,7 +105,9 @@ export class ModelLifecycle {
     const ok = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
     if (ok || !serving) {
       this.#current = model;
-      if (old !== model) void this.#retire(old);
+      // The old load retires in the background (its in-flight requests finish); a failure there is only logged.
+      if (old !== model)
+        this.#retire(old).catch((err: unknown) => this.#logger.error({ err }, 'retiring the old load failed'));
     } else {
       await this.#retire(model);
       old.reason = `reload failed, still serving the previous load: ${model.reason || describeFailures(model)}`;

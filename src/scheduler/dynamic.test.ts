@@ -127,7 +127,7 @@ describe('DynamicBatcher', () => {
     assert.equal(rows(inst.seen[0]), 2);
     inst.release();
     await Promise.all(ps.slice(0, 2));
-    void b.stop(); // the third runs at stop without waiting 10 s
+    void b.stop(); // not awaited: stop() waits for the third, which runs at stop without waiting 10 s
     await tick();
     inst.release();
     await ps[2];

@@ -31,7 +31,7 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 
-export const NEREID_VERSION = '0.1.0';
+import { NEREID_VERSION } from '../core/version.js';
 
 export interface InferenceServerOptions {
   repositories: readonly string[];

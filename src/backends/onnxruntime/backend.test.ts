@@ -159,7 +159,7 @@ describe('onnxruntime backend', () => {
     await assert.rejects(executeOne(model.instances[0], { inputs: [], outputs: [] }));
   });
 
-  it('loads and runs with every SPEC §4 model parameter set (ORT accepts the mapped options)', async () => {
+  it('loads and runs with every onnxruntime-backend model parameter set (ORT accepts the mapped options)', async () => {
     const parameters = Object.fromEntries(
       Object.entries({
         intra_op_thread_count: '2',

@@ -183,6 +183,6 @@ export class InstancePool {
     this.#closed = true;
     this.#idle.length = 0;
     for (const s of this.#slots) if (s.timer) clearTimeout(s.timer);
-    await Promise.all(this.#slots.map((s) => s.instance?.destroy().catch(() => undefined)));
+    await Promise.all(this.#slots.map((s) => s.instance?.destroy().catch(() => undefined) ?? Promise.resolve()));
   }
 }

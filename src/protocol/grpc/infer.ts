@@ -117,6 +117,7 @@ export function modelStreamInfer(
       tail = tail.catch((err: unknown) => logger.error({ err }, 'gRPC ModelStreamInfer: writing a response failed'));
     });
     call.on('end', () => {
+      // tail never rejects (each write's failure is caught and logged above), so nothing is dropped here.
       void tail.then(() => {
         dispose();
         if (!failed && !signal.aborted) call.end();

@@ -50,7 +50,7 @@ export const modelStats = async ({ req, res, api, model, version }: RouteContext
 
 export const repositoryIndex = async ({ req, res, api, maxInputSize }: RouteContext): Promise<void> => {
   const body = await jsonBody(req, maxInputSize);
-  sendJson(req, res, 200, api.repositoryIndex({ ready: optionalBool(body, 'ready') }));
+  await sendJson(req, res, 200, api.repositoryIndex({ ready: optionalBool(body, 'ready') }));
 };
 
 /** `/v2/repository[/<repo>]/models/<m>/(load|unload)`; a repository name is not supported (as Triton). */
@@ -84,7 +84,7 @@ export const repositoryControl = async (ctx: RouteContext): Promise<void> => {
     }
     await api.loadModel(model, { config, files });
   }
-  sendJson(req, res, 200, {});
+  await sendJson(req, res, 200, {});
 };
 
 export const logging = async ({ req, res, api, maxInputSize }: RouteContext): Promise<void> => {
