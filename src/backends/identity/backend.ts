@@ -3,8 +3,10 @@ import type { ModelConfig } from '../../config/model-config.js';
 import { DATATYPES, type DataType } from '../../core/datatypes.js';
 import { CancelledError, InvalidArgError } from '../../core/errors.js';
 import type { Tensor, TensorData } from '../../core/tensor.js';
-import type { Backend, EngineAdapter, EngineInstance } from '../contract.js';
+import type { Backend, BackendDescriptor, EngineAdapter, EngineInstance } from '../contract.js';
 import { inProcessBackend } from '../runtime/inprocess.js';
+import { workerBackend } from '../runtime/worker/host.js';
+import { adapterUrl } from '../runtime/worker/spawn.js';
 
 /**
  * Triton's `identity` backend: output i is a copy of input i (by position in the config), with controllable
@@ -64,7 +66,7 @@ class IdentityInstance implements EngineInstance {
   async destroy(): Promise<void> {}
 }
 
-const adapter: EngineAdapter = {
+export const adapter: EngineAdapter = {
   async autoComplete(config) {
     const inputs = config.input ?? [];
     const outputs = config.output ?? [];
@@ -103,19 +105,41 @@ const adapter: EngineAdapter = {
   },
 };
 
+/**
+ * `--backend-config=identity,transport=thread` hosts each instance in an engine thread of its own instead of the
+ * main thread: the same adapter behind the worker transport, so thread faults and cancellation across threads
+ * can be tested without an engine.
+ */
 export function identityBackend(): Backend {
-  return inProcessBackend(
+  const descriptor = {
+    name: 'identity',
+    platforms: [],
+    defaultModelFilename: '',
+    datatypes: Object.keys(DATATYPES) as DataType[],
+    sections: [],
+    kinds: ['KIND_CPU', 'KIND_MODEL'],
+  } satisfies BackendDescriptor;
+  const inProcess = inProcessBackend(
     {
-      name: 'identity',
-      platforms: [],
-      defaultModelFilename: '',
-      datatypes: Object.keys(DATATYPES) as DataType[],
-      sections: [],
-      kinds: ['KIND_CPU', 'KIND_MODEL'],
+      ...descriptor,
       async autoComplete(config, ctx) {
         return (await (adapter.autoComplete as NonNullable<EngineAdapter['autoComplete']>)(config, ctx)).config;
       },
     },
     adapter,
   );
+  const threaded = workerBackend(descriptor, adapterUrl(import.meta.url, './backend'));
+  return {
+    ...inProcess,
+    load(ctx, signal) {
+      const transport = ctx.backendConfig.transport ?? 'inprocess';
+      if (transport === 'thread') return threaded.load(ctx, signal);
+      if (transport !== 'inprocess') {
+        return Promise.reject(
+          new InvalidArgError(`backend-config identity,transport must be 'inprocess' or 'thread', got '${transport}'`),
+        );
+      }
+      return inProcess.load(ctx, signal);
+    },
+  };
 }

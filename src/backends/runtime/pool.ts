@@ -96,6 +96,11 @@ export class InstancePool {
     return this.#slots.map((s) => s.spec.name);
   }
 
+  /** The live instances (for statistics and fault injection in tests); a dead slot is left out. */
+  get instances(): Instance[] {
+    return this.#slots.flatMap((s) => (s.instance === undefined ? [] : [s.instance]));
+  }
+
   health(): PoolHealth {
     const healthy = this.#slots.filter((s) => s.instance !== undefined).length;
     const missing = this.#slots.filter((s) => s.instance === undefined);
