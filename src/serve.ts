@@ -8,6 +8,7 @@ import {
   type RunningGrpcServer,
 } from './protocol/grpc/index.js';
 import { startHttpServer } from './protocol/http/server.js';
+import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import { InferenceServer } from './server/server.js';
 import type { TraceOptions } from './server/trace.js';
 
@@ -106,6 +107,8 @@ export interface RunningNereid {
  * closed again before the error is thrown.
  */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
+  checkServerOptions(opts);
+  const D = SERVER_DEFAULTS;
   const backends = defaultBackends();
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
@@ -131,11 +134,11 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   let grpcHost: string | undefined;
   let metricsHost: string | undefined;
   try {
-    if (opts.allowGrpc ?? true) {
-      const host = (grpcHost = (opts.grpcAddress ?? '0.0.0.0').replace(/^ipv6:/, ''));
+    if (opts.allowGrpc ?? D.allowGrpc) {
+      const host = (grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, ''));
       grpc = await startGrpcServer(server, {
         host,
-        port: opts.grpcPort ?? 8001,
+        port: opts.grpcPort ?? D.grpcPort,
         keepalive: opts.grpcKeepalive,
         compressionLevel: opts.grpcCompressionLevel,
         tls: opts.grpcTls,
@@ -143,11 +146,11 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       });
       opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
     }
-    if (opts.allowMetrics ?? true) {
-      const host = (metricsHost = opts.metricsAddress ?? opts.httpAddress ?? '0.0.0.0');
+    if (opts.allowMetrics ?? D.allowMetrics) {
+      const host = (metricsHost = opts.metricsAddress ?? opts.httpAddress ?? D.address);
       metrics = await startMetricsServer(metricsSourceFrom(server), {
         host,
-        port: opts.metricsPort ?? 8002,
+        port: opts.metricsPort ?? D.metricsPort,
         intervalMs: opts.metricsIntervalMs,
         config: opts.metricsConfig ? [...opts.metricsConfig] : undefined,
         allowCpuMetrics: opts.allowCpuMetrics,
@@ -156,14 +159,14 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       server.setObserver(metrics.observer);
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
-    if (opts.allowHttp ?? true) {
+    if (opts.allowHttp ?? D.allowHttp) {
       http = await startHttpServer(server, {
-        host: opts.httpAddress ?? '0.0.0.0',
-        port: opts.httpPort ?? 8000,
+        host: opts.httpAddress ?? D.address,
+        port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
         logger: opts.logger,
       });
-      opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? '0.0.0.0'}:${http.port}`);
+      opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
     }
   } catch (err) {
     await grpc?.close(0);
@@ -186,7 +189,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       closing ??= (async () => {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
-        const graceMs = (opts.exitTimeoutSecs ?? 30) * 1000;
+        const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
         await Promise.all([http?.close(), grpc?.close(graceMs)]);
         await metrics?.close();
         await server.close();

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import type { PoolHealth } from '../backends/runtime/pool.js';
 import type { ModelConfig } from '../config/model-config.js';
+import { abortable } from '../core/abortable.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { buildModel, retireModel, type LoaderDeps } from './loader.js';
@@ -20,6 +21,9 @@ interface PendingLoad {
   /** Its place in the operation order (`#ops` when it was asked for). */
   seq: number;
   controller: AbortController;
+  /** Requests waiting for it, and how many of them were cancelled: the load stops when all were. */
+  callers: number;
+  cancelled: number;
   promise: Promise<Model>;
 }
 
@@ -62,22 +66,42 @@ export class ModelLifecycle {
     return run;
   }
 
-  load(source: LoadSource): Promise<Model> {
+  /**
+   * Loads (or reloads) from `source`. `signal` is the caller's: when every caller of a shared load has cancelled,
+   * the load itself is cancelled (the backend's load and instance creation get the signal); a caller that
+   * cancels gets CANCELLED at once either way.
+   */
+  load(source: LoadSource, signal?: AbortSignal): Promise<Model> {
     const key = JSON.stringify([source.dir, source.config ?? null, source.tempDir ?? null]);
     // Only a pending load with no operation asked for after it may be shared: later operations stay later.
     const last = this.#pending[this.#pending.length - 1];
-    if (last !== undefined && last.key === key && last.seq === this.#ops) return last.promise;
-    const controller = new AbortController();
-    const pending: PendingLoad = { key, seq: this.#ops + 1, controller, promise: Promise.resolve(this.#current) };
-    this.#pending.push(pending);
-    pending.promise = this.#enqueue(async () => {
-      try {
-        return await this.#load(source, controller.signal);
-      } finally {
-        this.#pending.splice(this.#pending.indexOf(pending), 1);
-      }
+    let pending: PendingLoad;
+    if (last !== undefined && last.key === key && last.seq === this.#ops) pending = last;
+    else {
+      const controller = new AbortController();
+      const made: PendingLoad = {
+        key,
+        seq: this.#ops + 1,
+        controller,
+        callers: 0,
+        cancelled: 0,
+        promise: Promise.resolve(this.#current),
+      };
+      this.#pending.push(made);
+      made.promise = this.#enqueue(async () => {
+        try {
+          return await this.#load(source, controller.signal);
+        } finally {
+          this.#pending.splice(this.#pending.indexOf(made), 1);
+        }
+      });
+      pending = made;
+    }
+    pending.callers++;
+    if (signal === undefined) return pending.promise;
+    return abortable(pending.promise, signal, `load of '${this.name}' was cancelled`, () => {
+      if (++pending.cancelled === pending.callers) pending.controller.abort();
     });
-    return pending.promise;
   }
 
   async #load(source: LoadSource, signal: AbortSignal): Promise<Model> {

@@ -42,10 +42,10 @@ export class ModelRepository {
     return this.#found;
   }
 
-  #lifecycle(name: string, dir: string): ModelLifecycle {
+  #lifecycle(name: string, dir: string, reason = ''): ModelLifecycle {
     let l = this.#models.get(name);
     if (l === undefined) {
-      l = new ModelLifecycle(name, emptyModel(name, dir, 'UNAVAILABLE', ''), {
+      l = new ModelLifecycle(name, emptyModel(name, dir, 'UNAVAILABLE', reason), {
         registry: this.#opts.registry,
         backendConfig: this.#opts.backendConfig,
         autoComplete: this.#opts.autoComplete,
@@ -64,16 +64,7 @@ export class ModelRepository {
     for (const [name, repos] of duplicates) {
       if (this.#models.has(name)) continue;
       const reason = `model '${name}' appears in more than one repository: ${repos.join(', ')}`;
-      this.#models.set(
-        name,
-        new ModelLifecycle(name, emptyModel(name, '', 'UNAVAILABLE', reason), {
-          registry: this.#opts.registry,
-          backendConfig: this.#opts.backendConfig,
-          autoComplete: this.#opts.autoComplete,
-          logger: this.#opts.logger,
-          isClosed: () => this.#closed,
-        }),
-      );
+      this.#lifecycle(name, '', reason);
       this.#opts.logger.error({ model: name }, reason);
     }
     return new Map(models.map((m) => [m.name, m]));
@@ -101,10 +92,10 @@ export class ModelRepository {
   }
 
   /** Loads (or atomically reloads) one model through its lifecycle; see ModelLifecycle.load. */
-  async load(name: string, source: LoadSource): Promise<Model> {
+  async load(name: string, source: LoadSource, signal?: AbortSignal): Promise<Model> {
     if (this.#closed) throw new NereidError('UNAVAILABLE', 'server is shutting down');
     const fp = source.fingerprint ?? (await fingerprint(source.dir));
-    return this.#lifecycle(name, source.dir).load({ ...source, fingerprint: fp });
+    return this.#lifecycle(name, source.dir).load({ ...source, fingerprint: fp }, signal);
   }
 
   /**

@@ -13,11 +13,13 @@ import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
   InferenceServerApi,
+  InferOptions,
   LoadOptions,
   LogSettings,
   ModelIndexEntry,
   ModelMetadata,
   ModelStatistics,
+  ResolvedModel,
   ServerMetadata,
   TensorMetadata,
   TraceSettings,
@@ -28,6 +30,7 @@ import { applyLogSettings, readLogSettings } from './log-settings.js';
 import { loadByRequest, unloadByRequest } from './model-control.js';
 import { collectStatistics, repositoryIndexRows } from './statistics.js';
 import { Tracer, type TraceOptions } from './trace.js';
+import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 
@@ -76,12 +79,15 @@ export class InferenceServer implements InferenceServerApi {
 
   private constructor(repo: ModelRepository, opts: InferenceServerOptions) {
     this.#repo = repo;
-    this.#opts = { strictReadiness: opts.strictReadiness ?? true, id: opts.id ?? 'triton' };
+    this.#opts = {
+      strictReadiness: opts.strictReadiness ?? SERVER_DEFAULTS.strictReadiness,
+      id: opts.id ?? SERVER_DEFAULTS.id,
+    };
     this.#logger = opts.logger ?? noopLogger;
-    this.#mode = opts.modelControlMode ?? 'none';
+    this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
     if (this.#mode === 'poll') {
-      const secs = opts.repositoryPollSecs ?? 15;
+      const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
       this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
       this.#poller.unref();
     }
@@ -114,10 +120,10 @@ export class InferenceServer implements InferenceServerApi {
       repositories: opts.repositories,
       registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
-      autoComplete: opts.autoComplete ?? true,
+      autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,
       logger,
     });
-    const mode = opts.modelControlMode ?? 'none';
+    const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     if (mode === 'explicit') {
       await repo.scan();
       if ((opts.loadModels ?? []).length > 0) await repo.loadAll(opts.loadModels);
@@ -128,7 +134,7 @@ export class InferenceServer implements InferenceServerApi {
       await repo.loadAll();
     }
     const failures = repo.failures();
-    if (failures.length > 0 && (opts.exitOnError ?? true)) {
+    if (failures.length > 0 && (opts.exitOnError ?? SERVER_DEFAULTS.exitOnError)) {
       await repo.close();
       throw new UnavailableError(
         `failed to load ${failures.map((f) => `'${f.name}': ${f.reason}`).join('; ')} (start with --exit-on-error=false to serve the other models)`,
@@ -160,7 +166,7 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   /** The one model lookup of a request: its model, the version asked for (or latest ready) and the spec. */
-  #resolve(name: string, version?: string): { model: Model; version: ModelVersion; spec: ModelSpec } {
+  #resolve(name: string, version?: string): Target {
     const model = this.#repo.get(name);
     if (!model || !model.spec) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
     let v: ModelVersion | undefined;
@@ -177,11 +183,11 @@ export class InferenceServer implements InferenceServerApi {
       v = latestReady(model);
       if (!v) throw new NotFoundError(`Request for unknown model: '${name}' has no available versions`);
     }
-    return { model, version: v, spec: model.spec };
+    return new Target(model, v, model.spec);
   }
 
-  checkModel(name: string, version?: string): void {
-    this.#resolve(name, version);
+  checkModel(name: string, version?: string): ResolvedModel {
+    return this.#resolve(name, version);
   }
 
   modelReady(name: string, version?: string): boolean {
@@ -237,7 +243,7 @@ export class InferenceServer implements InferenceServerApi {
     this.#draining = true;
   }
 
-  async infer(request: InferRequest, opts: CallOptions = {}): Promise<InferResponse> {
+  async infer(request: InferRequest, opts: InferOptions = {}): Promise<InferResponse> {
     if (this.#draining || this.#closing) throw new UnavailableError('server is shutting down');
     this.#inflight++;
     try {
@@ -247,9 +253,11 @@ export class InferenceServer implements InferenceServerApi {
     }
   }
 
-  async #infer(request: InferRequest, opts: CallOptions): Promise<InferResponse> {
+  async #infer(request: InferRequest, opts: InferOptions): Promise<InferResponse> {
     const requestStart = process.hrtime.bigint();
-    const { model, version, spec } = this.#resolve(request.model, request.version);
+    const r = opts.resolved;
+    const target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    const { model, versionEntry: version, spec } = target;
     const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
@@ -317,9 +325,9 @@ export class InferenceServer implements InferenceServerApi {
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
-  async unloadModel(rawName: string, _opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
+  async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName);
+    const name = await unloadByRequest(this.#repo, rawName, opts.signal);
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
@@ -365,6 +373,31 @@ export class InferenceServer implements InferenceServerApi {
       this.#logger.info('all models unloaded');
     })();
     return this.#closing;
+  }
+}
+
+/** A resolved model version (ResolvedModel to protocols); stays valid while its version is READY. */
+class Target implements ResolvedModel {
+  constructor(
+    readonly model: Model,
+    readonly versionEntry: ModelVersion,
+    readonly spec: ModelSpec,
+  ) {}
+  get name(): string {
+    return this.model.name;
+  }
+  get version(): number {
+    return this.versionEntry.version;
+  }
+  get maxBatchSize(): number {
+    return this.spec.maxBatchSize;
+  }
+  get inputs(): TensorMetadata[] {
+    return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));
+  }
+  /** Still the model a request for `name` would get (nothing was unloaded or replaced since the lookup). */
+  fresh(name: string): boolean {
+    return this.model.name === name && this.versionEntry.state === 'READY';
   }
 }
 
