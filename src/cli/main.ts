@@ -100,6 +100,7 @@ async function runServe(argv: string[]): Promise<number> {
     metricsIntervalMs: v['metrics-interval-ms'] as number,
     metricsConfig: v['metrics-config'] as string[],
     allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
+    allowGpuMetrics: v['allow-gpu-metrics'] as boolean,
     logger,
   });
   const ms = Number(process.hrtime.bigint() - started) / 1e6;

@@ -40,6 +40,8 @@ export interface ServeOptions {
   metricsIntervalMs?: number;
   metricsConfig?: readonly string[];
   allowCpuMetrics?: boolean;
+  /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
+  allowGpuMetrics?: boolean;
   logger?: Logger;
 }
 
@@ -99,6 +101,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         intervalMs: opts.metricsIntervalMs,
         config: opts.metricsConfig ? [...opts.metricsConfig] : undefined,
         allowCpuMetrics: opts.allowCpuMetrics,
+        allowGpuMetrics: opts.allowGpuMetrics,
         logger: opts.logger,
       });
       server.setObserver(metrics.observer);
