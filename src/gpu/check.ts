@@ -3,7 +3,7 @@ import { Nvml, type NvmlUnavailable } from './nvml.js';
 import { providerStatus } from './diagnose.js';
 import { exists, onnxruntimeNode, providerDir } from './providers.js';
 import { findPython } from './python.js';
-import { report } from './setup.js';
+import { report } from './report.js';
 
 /** `nereid gpu check` options. */
 export interface CheckOptions {

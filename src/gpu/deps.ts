@@ -60,14 +60,15 @@ async function dlopenCheck(file: string): Promise<DependencyReport> {
 }
 
 /**
- * Loads the provider as onnxruntime does (the shared bridge first, global; then the provider, binding every symbol
- * now), in this process, and returns the loader's message when that fails. Run only by the CLI: it maps the CUDA
- * libraries into the process.
+ * Loads a provider as it is loaded in a server: `before` (onnxruntime's core library where present, then the shared
+ * bridge) global, as onnxruntime has them, then the provider binding every symbol now, as onnxruntime does. In this
+ * process; returns the loader's message when that fails. Run only by the CLI: it maps the CUDA libraries into the
+ * process and leaves them there.
  */
-export async function tryLoad(sharedFile: string, providerFile: string): Promise<string | undefined> {
+export async function tryLoad(before: readonly string[], providerFile: string): Promise<string | undefined> {
   const { default: koffi } = await import('koffi');
   try {
-    koffi.load(sharedFile, { global: true });
+    for (const file of before) koffi.load(file, { global: true });
     koffi.load(providerFile);
     return undefined;
   } catch (err) {

@@ -47,7 +47,10 @@ export async function providerStatus(
     const missing = deps.missing.filter((s) => !(sharedPresent && s === PROVIDER_FILES.shared));
     if (!sharedPresent) missing.push(PROVIDER_FILES.shared);
     let error = deps.error;
-    if (missing.length === 0 && !error && opts.load) error = await tryLoad(sharedPath, path);
+    if (missing.length === 0 && !error && opts.load) {
+      const core = join(dir, 'libonnxruntime.so.1');
+      error = await tryLoad((await exists(core)) ? [core, sharedPath] : [sharedPath], path);
+    }
     out.push({ role, path, present: true, missing, error, usable: missing.length === 0 && !error });
   }
   return out;

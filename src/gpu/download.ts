@@ -80,17 +80,19 @@ export async function downloadWheel(opts: {
         });
       }
       let last = -1;
+      let finished = false;
       const started = Date.now();
       const timer = setInterval(() => {
         Promise.all([bytesUnder(work), bytesUnder(dest)]).then(([a, b]) => {
           const got = Math.max(a, b);
-          if (got === last) return;
+          if (got === last || finished) return;
           last = got;
           const secs = Math.round((Date.now() - started) / 1000);
           opts.print(`downloading: ${(got / MB).toFixed(0)} MB after ${secs} s`);
         });
       }, opts.progressMs ?? 5000);
       child.once('error', (err: NodeJS.ErrnoException) => {
+        finished = true;
         clearInterval(timer);
         reject(
           err.code === 'ENOENT'
@@ -99,6 +101,7 @@ export async function downloadWheel(opts: {
         );
       });
       child.once('close', (code) => {
+        finished = true;
         clearInterval(timer);
         if (code === 0) return resolve();
         const text = tail.join('\n');

@@ -35,6 +35,9 @@ export async function loadNvmlApi(library?: string): Promise<NvmlApi | NvmlLoadF
   type Fn = ((...args: unknown[]) => unknown) & { async: (...args: unknown[]) => void };
   const bind = (decl: string): Fn => lib.func(decl) as Fn;
   // Every query runs on libuv's pool (see nvml-api.ts); the pooled call keeps the arguments referenced until done.
+  // Out-parameters are declared `void *` and given Buffers or typed arrays: koffi passes their own memory (no copy),
+  // so NVML writes straight into the caller's buffer. A device handle comes back through `_Out_ void **` as [null].
+  // The library stays mapped for the life of the process; NVML's state is released by nvmlShutdown.
   const pooled = (decl: string): ((...args: unknown[]) => Promise<number>) =>
     promisify(bind(decl).async) as (...args: unknown[]) => Promise<number>;
   const optional = (decl: string): ((...args: unknown[]) => Promise<number>) | undefined => {
@@ -46,7 +49,7 @@ export async function loadNvmlApi(library?: string): Promise<NvmlApi | NvmlLoadF
   };
   try {
     const errorString = bind('const char *nvmlErrorString(int result)');
-    // Drivers before 450 lack the _v2 CUDA version call (which fails cleanly when libcuda is absent); fall back.
+    // Older drivers lack the _v2 CUDA version call (which fails cleanly where libcuda is absent); fall back to v1.
     const cudaVersion =
       optional('int nvmlSystemGetCudaDriverVersion_v2(void *version)') ??
       pooled('int nvmlSystemGetCudaDriverVersion(void *version)');
