@@ -72,6 +72,8 @@ export interface ServeOptions {
   metricsConfig?: readonly string[];
   /** `--allow-cpu-metrics` (default true). */
   allowCpuMetrics?: boolean;
+  /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
+  allowGpuMetrics?: boolean;
   /** Where logs go; without one, a silent logger whose switches the logging extension can still turn on. */
   logger?: Logger;
 }
@@ -154,6 +156,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         intervalMs: opts.metricsIntervalMs,
         config: opts.metricsConfig ? [...opts.metricsConfig] : undefined,
         allowCpuMetrics: opts.allowCpuMetrics,
+        allowGpuMetrics: opts.allowGpuMetrics,
         logger: opts.logger,
       });
       server.setObserver(metrics.observer);

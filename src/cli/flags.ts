@@ -37,7 +37,7 @@ export const FLAGS = {
   'allow-cpu-metrics': { kind: 'bool', help: 'Report CPU utilization and memory.', default: true },
   'allow-gpu-metrics': {
     kind: 'bool',
-    help: 'Report GPU metrics (no GPU support in this build: no effect).',
+    help: 'Report GPU utilization, memory, power and energy from NVML (nothing where no NVIDIA driver is found).',
     default: true,
   },
   'metrics-config': { kind: 'list', help: 'Metrics option <key>=<value>.' },

@@ -100,6 +100,7 @@ async function runServe(argv: string[]): Promise<number> {
     metricsIntervalMs: v['metrics-interval-ms'] as number,
     metricsConfig: v['metrics-config'] as string[],
     allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
+    allowGpuMetrics: v['allow-gpu-metrics'] as boolean,
     logger,
   });
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
@@ -146,12 +147,17 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(
-      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n`,
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n  gpu     Set up and check the GPU libraries (nereid gpu --help)\n`,
     );
     return cmd === undefined ? 2 : 0;
   }
+  if (cmd === 'gpu') {
+    // Loaded only for this command: serving never pays for the set-up code.
+    const { runGpuCommand } = await import('../gpu/command.js');
+    return runGpuCommand(rest);
+  }
   if (cmd !== 'serve') {
-    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve)\n`);
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, gpu)\n`);
     return 2;
   }
   return runServe(rest);
