@@ -83,7 +83,8 @@ export async function downloadWheel(opts: {
       let finished = false;
       const started = Date.now();
       const timer = setInterval(() => {
-        Promise.all([bytesUnder(work), bytesUnder(dest)]).then(([a, b]) => {
+        // A progress line is best effort: a folder that vanished mid-count just skips one line.
+        void Promise.all([bytesUnder(work), bytesUnder(dest)]).then(([a, b]) => {
           const got = Math.max(a, b);
           if (got === last || finished) return;
           last = got;
