@@ -84,13 +84,16 @@ export async function downloadWheel(opts: {
       const started = Date.now();
       const timer = setInterval(() => {
         // A progress line is best effort: a folder that vanished mid-count just skips one line.
-        void Promise.all([bytesUnder(work), bytesUnder(dest)]).then(([a, b]) => {
-          const got = Math.max(a, b);
-          if (got === last || finished) return;
-          last = got;
-          const secs = Math.round((Date.now() - started) / 1000);
-          opts.print(`downloading: ${(got / MB).toFixed(0)} MB after ${secs} s`);
-        });
+        void Promise.all([bytesUnder(work), bytesUnder(dest)]).then(
+          ([a, b]) => {
+            const got = Math.max(a, b);
+            if (got === last || finished) return;
+            last = got;
+            const secs = Math.round((Date.now() - started) / 1000);
+            opts.print(`downloading: ${(got / MB).toFixed(0)} MB after ${secs} s`);
+          },
+          () => undefined,
+        );
       }, opts.progressMs ?? 5000);
       child.once('error', (err: NodeJS.ErrnoException) => {
         finished = true;
