@@ -134,6 +134,8 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
     const refused = await infer(s.url, 'looping');
     assert.equal(refused.status, 404, JSON.stringify(refused.body));
     assert.equal((await fetch(`${s.url}/v2/health/ready`)).status, 400, 'the server is not ready either');
+    const metrics = await (await fetch(`http://127.0.0.1:${s.metricsPort}/metrics`)).text();
+    assert.match(metrics, /nereid_model_instances_healthy\{model="looping",version="1"\} 0/);
     // Left alone, the next restart (at most 3.2 s away) brings it back.
     let back = false;
     for (let i = 0; i < 80 && !back; i++) {
@@ -141,6 +143,8 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
       back = (await fetch(`${s.url}/v2/models/looping/ready`)).status === 200;
     }
     assert.ok(back, 'READY again once it stops crashing');
+    const healed = await (await fetch(`http://127.0.0.1:${s.metricsPort}/metrics`)).text();
+    assert.match(healed, /nereid_model_instances_healthy\{model="looping",version="1"\} 1/);
   });
 
   it('CANCEL - a client disconnect during a slow run reaches the engine at once; the instance takes the next request', async () => {
