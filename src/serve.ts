@@ -1,5 +1,5 @@
 import { defaultBackends } from './backends/index.js';
-import { createLogger, type Logger } from './core/logger.js';
+import { createLogger } from './core/logger.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
 import {
   startGrpcServer,
@@ -9,8 +9,7 @@ import {
 } from './protocol/grpc/index.js';
 import { startHttpServer } from './protocol/http/server.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
-import { InferenceServer } from './server/server.js';
-import type { TraceOptions } from './server/trace.js';
+import { InferenceServer, type InferenceServerOptions } from './server/server.js';
 
 /**
  * What `serve()` starts. Every field is optional except `repositories`; defaults are Triton's (HTTP on 8000,
@@ -18,9 +17,7 @@ import type { TraceOptions } from './server/trace.js';
  * wants only HTTP on a free port passes `{ repositories, httpPort: 0, httpAddress: '127.0.0.1', allowGrpc: false,
  * allowMetrics: false }`.
  */
-export interface ServeOptions {
-  /** Model repository folders (`--model-repository`, repeatable). */
-  repositories: readonly string[];
+export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   /** `--http-port`; 0 picks a free port (default 8000). */
   httpPort?: number;
   /** `--http-address` (default 0.0.0.0). */
@@ -29,24 +26,6 @@ export interface ServeOptions {
   httpMaxInputSize?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
-  /** `--backend-config`: per-backend settings, keyed by backend name. */
-  backendConfig?: ReadonlyMap<string, Record<string, string>>;
-  /** Triton's config auto-complete (default on; `--disable-auto-complete-config` turns it off). */
-  autoComplete?: boolean;
-  /** `--strict-readiness`: ready only when every model is ready (default true). */
-  strictReadiness?: boolean;
-  /** `--exit-on-error`: a model that fails to load fails the start (default true). */
-  exitOnError?: boolean;
-  /** `--id`: the server name in metadata. */
-  id?: string;
-  /** `--model-control-mode` (default none). */
-  modelControlMode?: 'none' | 'poll' | 'explicit';
-  /** `--load-model` names for explicit mode (`*` = all). */
-  loadModels?: readonly string[];
-  /** `--repository-poll-secs` for poll mode. */
-  repositoryPollSecs?: number;
-  /** `--trace-config` settings. */
-  trace?: TraceOptions;
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
@@ -74,8 +53,6 @@ export interface ServeOptions {
   allowCpuMetrics?: boolean;
   /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
   allowGpuMetrics?: boolean;
-  /** Where logs go; without one, a silent logger whose switches the logging extension can still turn on. */
-  logger?: Logger;
 }
 
 /** A running Nereid: the server facade and its bound endpoints. `close()` is idempotent. */
@@ -128,6 +105,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    gpus: opts.gpus,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;

@@ -1,3 +1,5 @@
+// First: must run before onnxruntime-node (and onnxruntime-common) are evaluated.
+import './float16-off.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InferenceSession, Tensor as OrtTensor } from 'onnxruntime-node';
