@@ -196,6 +196,19 @@ export class CapiInstance implements EngineInstance {
     return arenaStats(this.#session.ptr, this.#state.lease.cpuMemoryInfo);
   }
 
+  /** Test hook: the session's CUDA arena statistics on `device` (GPU script). */
+  gpuArenaStats(device: number): Record<string, number> {
+    const api = ortApi();
+    const out: Out = [null];
+    // OrtArenaAllocator (1), OrtMemTypeDefault (0): the CUDA provider's device arena.
+    check(api.CreateMemoryInfo('Cuda', 1, device, 0, out));
+    try {
+      return arenaStats(this.#session.ptr, out[0] as Ptr);
+    } finally {
+      api.ReleaseMemoryInfo(out[0]);
+    }
+  }
+
   async execute(requests: readonly EngineRequest[], responder: Responder, signal: AbortSignal): Promise<ExecuteTimings> {
     if (this.#failure !== undefined) throw this.#failure;
     if (this.#destroying !== undefined) throw new UnavailableError(`instance ${this.name} is being destroyed`);

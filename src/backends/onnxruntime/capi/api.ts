@@ -70,6 +70,7 @@ const TABLE = {
   GetDimensionsCount: [61, P, [P, P]],
   GetDimensions: [62, P, [P, P, 'size_t']],
   GetTensorTypeAndShape: [65, P, [P, OUT]],
+  CreateMemoryInfo: [68, P, [STR, 'int', 'int', 'int', OUT]],
   CreateCpuMemoryInfo: [69, P, ['int', 'int', OUT]],
   AllocatorFree: [76, P, [P, P]],
   GetAllocatorWithDefaultOptions: [78, P, [OUT]],
