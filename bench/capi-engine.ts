@@ -60,9 +60,15 @@ const nodeUs = Math.min(results.node1, results.node2);
 const per = (ns: number): string => (ns / split.n / 1e3).toFixed(1);
 console.log(`model ${model}, ${runs} runs per round, concurrency 1, intra_op_thread_count 1`);
 console.log(`C API engine (koffi .async): ${engineUs.toFixed(1)} µs/run, ${(1e6 / engineUs).toFixed(0)} runs/s`);
-console.log(`  split: input ${per(split.input)} µs, Run incl. pool hop ${per(split.infer)} µs, output ${per(split.output)} µs`);
-console.log(`onnxruntime-node session.run: ${nodeUs.toFixed(1)} µs/run, ${(1e6 / nodeUs).toFixed(0)} runs/s (blocks the event loop for its run)`);
-console.log(`ratio engine/node runs/s: ${(nodeUs / engineUs).toFixed(2)}; per-run overhead difference ${(engineUs - nodeUs).toFixed(1)} µs`);
+console.log(
+  `  split: input ${per(split.input)} µs, Run incl. pool hop ${per(split.infer)} µs, output ${per(split.output)} µs`,
+);
+console.log(
+  `onnxruntime-node session.run: ${nodeUs.toFixed(1)} µs/run, ${(1e6 / nodeUs).toFixed(0)} runs/s (blocks the event loop for its run)`,
+);
+console.log(
+  `ratio engine/node runs/s: ${(nodeUs / engineUs).toFixed(2)}; per-run overhead difference ${(engineUs - nodeUs).toFixed(1)} µs`,
+);
 await session.release();
 
 if (soak > 0) {
@@ -78,7 +84,11 @@ if (soak > 0) {
     }
   }
   const s = (Date.now() - t0) / 1000;
-  console.log(`soak: ${soak} runs in ${s.toFixed(0)} s (${(soak / s).toFixed(0)}/s); RSS MiB every ${step}: ${samples.join(' ')}`);
-  console.log(`soak: RSS first sample after warm-up ${samples[1]} MiB, last ${samples.at(-1)} MiB, max ${Math.max(...samples.slice(1))} MiB`);
+  console.log(
+    `soak: ${soak} runs in ${s.toFixed(0)} s (${(soak / s).toFixed(0)}/s); RSS MiB every ${step}: ${samples.join(' ')}`,
+  );
+  console.log(
+    `soak: RSS first sample after warm-up ${samples[1]} MiB, last ${samples.at(-1)} MiB, max ${Math.max(...samples.slice(1))} MiB`,
+  );
 }
 await m.close();

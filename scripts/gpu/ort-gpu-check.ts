@@ -42,7 +42,11 @@ async function section(name: string, body: () => Promise<void>): Promise<void> {
 const gpu = (extra: ModelConfig = {}, cuda?: Record<string, string>): ModelConfig => ({
   max_batch_size: 64,
   ...extra,
-  ...(cuda === undefined ? {} : { optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'cuda', parameters: cuda }] } } }),
+  ...(cuda === undefined
+    ? {}
+    : {
+        optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'cuda', parameters: cuda }] } },
+      }),
 });
 
 async function execute(m: Opened, inputs: Tensor[], outputs: string[], i = 0): Promise<Tensor[]> {
@@ -58,7 +62,12 @@ const fp32 = (name: string, shape: number[], fill: (i: number) => number = () =>
 
 await section('providers placed (KIND_GPU, simple, verbose log)', async () => {
   const m = await open(SIMPLE, gpu(), { kind: 'KIND_GPU', device: 0, logLevel: 'trace' });
-  const a: Tensor = { name: 'INPUT0', datatype: 'INT32', shape: [2, 16], data: Int32Array.from({ length: 32 }, (_, i) => i) };
+  const a: Tensor = {
+    name: 'INPUT0',
+    datatype: 'INT32',
+    shape: [2, 16],
+    data: Int32Array.from({ length: 32 }, (_, i) => i),
+  };
   const b: Tensor = { name: 'INPUT1', datatype: 'INT32', shape: [2, 16], data: new Int32Array(32).fill(1) };
   const out = await execute(m, [a, b], ['OUTPUT0', 'OUTPUT1']);
   log(`   OUTPUT0[0..4] = ${Array.from((out[0].data as Int32Array).slice(0, 4))} (expect 1,2,3,4)`);
@@ -80,7 +89,17 @@ await section('TensorRT accelerator (no libnvinfer.so.10 here)', async () => {
     max_batch_size: 8,
     optimization: {
       execution_accelerators: {
-        gpu_execution_accelerator: [{ name: 'tensorrt', parameters: { precision_mode: 'FP16', max_workspace_size_bytes: '1073741824', trt_engine_cache_enable: '1', trt_engine_cache_path: join(dir, 'trt') } }],
+        gpu_execution_accelerator: [
+          {
+            name: 'tensorrt',
+            parameters: {
+              precision_mode: 'FP16',
+              max_workspace_size_bytes: '1073741824',
+              trt_engine_cache_enable: '1',
+              trt_engine_cache_path: join(dir, 'trt'),
+            },
+          },
+        ],
       },
     },
   };
@@ -92,33 +111,39 @@ await section('TensorRT accelerator (no libnvinfer.so.10 here)', async () => {
   }
 });
 
-await section('gpu_mem_limit: an allocation over the limit fails with the arena message; the instance keeps serving', async () => {
-  const file = join(dir, 'wide.onnx');
-  await writeModel(file, {
-    inputs: [{ name: 'X', elemType: ELEM.FLOAT, dims: ['n', 1048576] }],
-    outputs: [{ name: 'Y', elemType: ELEM.FLOAT, dims: ['n', 1048576] }],
-    nodes: [
-      { op: 'Relu', inputs: ['X'], outputs: ['a'] },
-      { op: 'Neg', inputs: ['a'], outputs: ['Y'] },
-    ],
-  });
-  const limit = 64 * 1024 * 1024;
-  const m = await open(file, gpu({}, { gpu_mem_limit: String(limit), arena_extend_strategy: 'kSameAsRequested' }), { kind: 'KIND_GPU', device: 0 });
-  log(`   CUDA arena Limit reported by onnxruntime: ${m.instances[0].gpuArenaStats(0).Limit}`);
-  try {
-    await execute(m, [fp32('X', [32, 1048576])], ['Y']);
-    log('   unexpected: 128 MiB tensors ran under a 64 MiB limit');
-  } catch (e) {
-    log(`   32 rows (128 MiB per tensor) failed: ${errLine(e)}`);
-  }
-  const out = await execute(m, [fp32('X', [2, 1048576], () => 3)], ['Y']);
-  log(`   then 2 rows ran: Y[0] = ${(out[0].data as Float32Array)[0]} (expect -3)`);
-  await m.close();
-  const unlimited = await open(file, gpu(), { kind: 'KIND_GPU', device: 0 });
-  await execute(unlimited, [fp32('X', [32, 1048576])], ['Y']);
-  log('   without gpu_mem_limit the 32-row request runs');
-  await unlimited.close();
-});
+await section(
+  'gpu_mem_limit: an allocation over the limit fails with the arena message; the instance keeps serving',
+  async () => {
+    const file = join(dir, 'wide.onnx');
+    await writeModel(file, {
+      inputs: [{ name: 'X', elemType: ELEM.FLOAT, dims: ['n', 1048576] }],
+      outputs: [{ name: 'Y', elemType: ELEM.FLOAT, dims: ['n', 1048576] }],
+      nodes: [
+        { op: 'Relu', inputs: ['X'], outputs: ['a'] },
+        { op: 'Neg', inputs: ['a'], outputs: ['Y'] },
+      ],
+    });
+    const limit = 64 * 1024 * 1024;
+    const m = await open(file, gpu({}, { gpu_mem_limit: String(limit), arena_extend_strategy: 'kSameAsRequested' }), {
+      kind: 'KIND_GPU',
+      device: 0,
+    });
+    log(`   CUDA arena Limit reported by onnxruntime: ${m.instances[0].gpuArenaStats(0).Limit}`);
+    try {
+      await execute(m, [fp32('X', [32, 1048576])], ['Y']);
+      log('   unexpected: 128 MiB tensors ran under a 64 MiB limit');
+    } catch (e) {
+      log(`   32 rows (128 MiB per tensor) failed: ${errLine(e)}`);
+    }
+    const out = await execute(m, [fp32('X', [2, 1048576], () => 3)], ['Y']);
+    log(`   then 2 rows ran: Y[0] = ${(out[0].data as Float32Array)[0]} (expect -3)`);
+    await m.close();
+    const unlimited = await open(file, gpu(), { kind: 'KIND_GPU', device: 0 });
+    await execute(unlimited, [fp32('X', [32, 1048576])], ['Y']);
+    log('   without gpu_mem_limit the 32-row request runs');
+    await unlimited.close();
+  },
+);
 
 await section('arena_extend_strategy and session.use_device_allocator_for_initializers in the CUDA arena', async () => {
   const file = join(dir, 'mm1024.onnx');
@@ -126,14 +151,22 @@ await section('arena_extend_strategy and session.use_device_allocator_for_initia
   for (const [label, config] of [
     ['kNextPowerOfTwo', gpu({}, { arena_extend_strategy: 'kNextPowerOfTwo' })],
     ['kSameAsRequested', gpu({}, { arena_extend_strategy: 'kSameAsRequested' })],
-    ['initializers via device allocator', gpu({ parameters: params({ 'session.use_device_allocator_for_initializers': '1' }) })],
-    ['initializers via arena (default)', gpu({ parameters: params({ 'session.use_device_allocator_for_initializers': '0' }) })],
+    [
+      'initializers via device allocator',
+      gpu({ parameters: params({ 'session.use_device_allocator_for_initializers': '1' }) }),
+    ],
+    [
+      'initializers via arena (default)',
+      gpu({ parameters: params({ 'session.use_device_allocator_for_initializers': '0' }) }),
+    ],
   ] as const) {
     const m = await open(file, config, { kind: 'KIND_GPU', device: 0 });
     const before = m.instances[0].gpuArenaStats(0);
     await execute(m, [fp32('X', [300, 1024])], ['Y']);
     const after = m.instances[0].gpuArenaStats(0);
-    log(`   ${label}: after load ${JSON.stringify({ TotalAllocated: before.TotalAllocated, NumReserves: before.NumReserves, InUse: before.InUse })}, after a run ${JSON.stringify({ TotalAllocated: after.TotalAllocated, NumArenaExtensions: after.NumArenaExtensions, MaxAllocSize: after.MaxAllocSize })}`);
+    log(
+      `   ${label}: after load ${JSON.stringify({ TotalAllocated: before.TotalAllocated, NumReserves: before.NumReserves, InUse: before.InUse })}, after a run ${JSON.stringify({ TotalAllocated: after.TotalAllocated, NumArenaExtensions: after.NumArenaExtensions, MaxAllocSize: after.MaxAllocSize })}`,
+    );
     await m.close();
   }
 });
@@ -167,7 +200,11 @@ await section('enable_cuda_graph: capture/replay (verbose log) and per-run time'
   const rows = 16;
   const results: Record<string, number> = {};
   for (const graph of ['0', '1']) {
-    const m = await open(file, gpu({}, { enable_cuda_graph: graph }), { kind: 'KIND_GPU', device: 0, logLevel: graph === '1' ? 'trace' : 'info' });
+    const m = await open(file, gpu({}, { enable_cuda_graph: graph }), {
+      kind: 'KIND_GPU',
+      device: 0,
+      logLevel: graph === '1' ? 'trace' : 'info',
+    });
     const x1 = fp32('X', [rows, 256], () => 1);
     const x2 = fp32('X', [rows, 256], () => 2);
     const firsts: number[] = [];
@@ -179,7 +216,9 @@ await section('enable_cuda_graph: capture/replay (verbose log) and per-run time'
     const t = performance.now();
     for (let i = 0; i < n; i++) await execute(m, [x1], ['Y']);
     results[graph] = ((performance.now() - t) / n) * 1000;
-    log(`   enable_cuda_graph=${graph}: Y[0] over runs with inputs 1,2,1,2,1: ${firsts.join(',')} (a stale replay would repeat); ${results[graph].toFixed(0)} µs/run over ${n} runs`);
+    log(
+      `   enable_cuda_graph=${graph}: Y[0] over runs with inputs 1,2,1,2,1: ${firsts.join(',')} (a stale replay would repeat); ${results[graph].toFixed(0)} µs/run over ${n} runs`,
+    );
     await m.close();
   }
 });
@@ -193,15 +232,27 @@ await section('BERT-base runs/s (KIND_GPU, one instance, concurrency 1)', async 
   const seq = 128;
   for (const batch of [1, 8, 32]) {
     const n = batch * seq;
-    const ids: Tensor = { name: 'input_ids', datatype: 'INT32', shape: [batch, seq], data: Int32Array.from({ length: n }, (_, i) => (i * 7919) % 30000) };
-    const mask: Tensor = { name: 'attention_mask', datatype: 'INT32', shape: [batch, seq], data: new Int32Array(n).fill(1) };
+    const ids: Tensor = {
+      name: 'input_ids',
+      datatype: 'INT32',
+      shape: [batch, seq],
+      data: Int32Array.from({ length: n }, (_, i) => (i * 7919) % 30000),
+    };
+    const mask: Tensor = {
+      name: 'attention_mask',
+      datatype: 'INT32',
+      shape: [batch, seq],
+      data: new Int32Array(n).fill(1),
+    };
     const types: Tensor = { name: 'token_type_ids', datatype: 'INT32', shape: [batch, seq], data: new Int32Array(n) };
     for (let i = 0; i < 10; i++) await execute(m, [ids, mask, types], ['output']);
     const runs = batch === 1 ? 300 : batch === 8 ? 150 : 60;
     const t = performance.now();
     for (let i = 0; i < runs; i++) await execute(m, [ids, mask, types], ['output']);
     const ms = (performance.now() - t) / runs;
-    log(`   batch ${batch}: ${ms.toFixed(2)} ms/run, ${(1000 / ms).toFixed(0)} runs/s, ${((1000 / ms) * batch).toFixed(0)} seq/s`);
+    log(
+      `   batch ${batch}: ${ms.toFixed(2)} ms/run, ${(1000 / ms).toFixed(0)} runs/s, ${((1000 / ms) * batch).toFixed(0)} seq/s`,
+    );
   }
   await m.close();
 });

@@ -36,7 +36,7 @@ tar cf - -C "$work/nm" node_modules | xz -T0 -9 > .device/a/node_modules.tar.xz
 "$nm/.bin/esbuild" scripts/gpu/ort-gpu-check.ts --bundle --platform=node --format=esm --target=node20 \
   --external:koffi --external:onnxruntime-node --log-level=warning --outfile=.device/a/ort-gpu-check.mjs \
   --banner:js="import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);"
-cp test/fixtures/onnx.proto .device/a/
+cp test/fixtures/onnx.proto scripts/gpu/ort-gpu-check.sh .device/a/
 
 # provider libraries from the wheel
 python3 - "$wheel" "$work" <<'PY'

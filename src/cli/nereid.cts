@@ -8,6 +8,7 @@
  * then imports the real CLI. The size: 4 threads for Node's own work (fs, dns, zlib) plus max(16, cores) for runs;
  * src/backends/onnxruntime/capi/threadpool.ts explains it and warns when a load needs more.
  */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a CommonJS entry (see above): require is the point
 import os = require('node:os');
 
 if (process.env.UV_THREADPOOL_SIZE === undefined || process.env.UV_THREADPOOL_SIZE === '') {

@@ -1,6 +1,12 @@
 import type { ModelConfig } from '../../src/config/model-config.js';
 import type { Tensor } from '../../src/core/tensor.js';
-import type { BackendConfig, EngineRequest, EngineResponse, InstanceKind, Responder } from '../../src/backends/contract.js';
+import type {
+  BackendConfig,
+  EngineRequest,
+  EngineResponse,
+  InstanceKind,
+  Responder,
+} from '../../src/backends/contract.js';
 import { onnxruntimeCapiAdapter, type CapiInstance } from '../../src/backends/onnxruntime/engine.js';
 
 /**
@@ -80,7 +86,8 @@ export class Collected implements Responder {
   }
   response(i: number): EngineResponse {
     const r = this.got.get(i);
-    if (r === undefined || r === null || r instanceof Error) throw new Error(`request ${i}: no response (${String(r)})`);
+    if (r === undefined || r === null || r instanceof Error)
+      throw new Error(`request ${i}: no response (${String(r)})`);
     return r;
   }
 }

@@ -82,7 +82,9 @@ export function splitOutputs(requests: readonly EngineRequest[], outputs: readon
     const out = r.outputs.map((name): Tensor => {
       const t = need(name);
       if (t.shape[0] !== rows) {
-        throw new InternalError(`output '${name}' has ${t.shape[0]} rows for a batch of ${rows}; a batching model must keep dim 0`);
+        throw new InternalError(
+          `output '${name}' has ${t.shape[0]} rows for a batch of ${rows}; a batching model must keep dim 0`,
+        );
       }
       const per = t.data.length / rows;
       const start = row * per;

@@ -108,7 +108,11 @@ describe('onnxruntime C API engine', () => {
       const m = await open(file, {});
       try {
         const r = new Collected();
-        await m.instances[0].execute([request([{ name: 'INPUT', datatype, shape: [3], data }], ['OUTPUT'], 1)], r, never());
+        await m.instances[0].execute(
+          [request([{ name: 'INPUT', datatype, shape: [3], data }], ['OUTPUT'], 1)],
+          r,
+          never(),
+        );
         const out = r.response(0).outputs[0];
         assert.equal(out.datatype, datatype);
         assert.deepEqual(out.shape, [3]);
@@ -127,7 +131,11 @@ describe('onnxruntime C API engine', () => {
       const enc = new TextEncoder();
       const elems = ['héllo', '', 'wörld ✓'].map((s) => enc.encode(s));
       const r = new Collected();
-      await m.instances[0].execute([request([{ name: 'INPUT', datatype: 'BYTES', shape: [3], data: elems }], ['OUTPUT'], 1)], r, never());
+      await m.instances[0].execute(
+        [request([{ name: 'INPUT', datatype: 'BYTES', shape: [3], data: elems }], ['OUTPUT'], 1)],
+        r,
+        never(),
+      );
       const out = r.response(0).outputs[0];
       assert.equal(out.datatype, 'BYTES');
       assert.deepEqual(
@@ -137,13 +145,27 @@ describe('onnxruntime C API engine', () => {
       // A big tensor goes element by element (beyond koffi's call heap); same answer.
       const many = Array.from({ length: 3000 }, (_, i) => enc.encode(`${i}:${'x'.repeat(100)}`));
       const r2 = new Collected();
-      await m.instances[0].execute([request([{ name: 'INPUT', datatype: 'BYTES', shape: [3000], data: many }], ['OUTPUT'], 1)], r2, never());
+      await m.instances[0].execute(
+        [request([{ name: 'INPUT', datatype: 'BYTES', shape: [3000], data: many }], ['OUTPUT'], 1)],
+        r2,
+        never(),
+      );
       const back = r2.response(0).outputs[0].data as Uint8Array[];
       assert.equal(back.length, 3000);
       assert.equal(new TextDecoder().decode(back[2999]), `2999:${'x'.repeat(100)}`);
       // onnxruntime's strings are C strings: a NUL would cut an element short, so it is refused.
       await assert.rejects(
-        m.instances[0].execute([request([{ name: 'INPUT', datatype: 'BYTES', shape: [1], data: [new Uint8Array([104, 0, 105])] }], ['OUTPUT'], 1)], new Collected(), never()),
+        m.instances[0].execute(
+          [
+            request(
+              [{ name: 'INPUT', datatype: 'BYTES', shape: [1], data: [new Uint8Array([104, 0, 105])] }],
+              ['OUTPUT'],
+              1,
+            ),
+          ],
+          new Collected(),
+          never(),
+        ),
         (e: unknown) => e instanceof InvalidArgError && /NUL byte/.test(e.message),
       );
     } finally {
@@ -153,25 +175,34 @@ describe('onnxruntime C API engine', () => {
 
   it('reads the signature through the C API (symbolic dims as -1) and auto-completes like Triton', async () => {
     const sig = await readSignature(SIMPLE);
-    assert.deepEqual(sig.inputs.map((t) => [t.name, t.datatype, t.dims]), [
-      ['INPUT0', 'INT32', [-1, 16]],
-      ['INPUT1', 'INT32', [-1, 16]],
-    ]);
+    assert.deepEqual(
+      sig.inputs.map((t) => [t.name, t.datatype, t.dims]),
+      [
+        ['INPUT0', 'INT32', [-1, 16]],
+        ['INPUT1', 'INT32', [-1, 16]],
+      ],
+    );
     const { config, warnings } = await autoCompleteOnnx(
       {},
       { modelName: 'simple', modelPath: SIMPLE, backendConfig: { 'default-max-batch-size': '6' }, autoComplete: true },
     );
     assert.equal(config.max_batch_size, 6);
-    assert.deepEqual(config.input?.map((i) => [i.name, i.data_type, i.dims]), [
-      ['INPUT0', 'TYPE_INT32', [16]],
-      ['INPUT1', 'TYPE_INT32', [16]],
-    ]);
+    assert.deepEqual(
+      config.input?.map((i) => [i.name, i.data_type, i.dims]),
+      [
+        ['INPUT0', 'TYPE_INT32', [16]],
+        ['INPUT1', 'TYPE_INT32', [16]],
+      ],
+    );
     assert.ok(config.dynamic_batching);
     assert.match(warnings.join('\n'), /autofilled max_batch_size to 6/);
     await assert.rejects(readSignature(join(dir, 'missing.onnx')), /does not exist/);
     const garbage = join(dir, 'garbage.onnx');
     await writeFile(garbage, 'not a model');
-    await assert.rejects(readSignature(garbage), (e: unknown) => e instanceof InvalidArgError && /could not load/.test(e.message));
+    await assert.rejects(
+      readSignature(garbage),
+      (e: unknown) => e instanceof InvalidArgError && /could not load/.test(e.message),
+    );
   });
 
   it('BAD MODEL - refuses an instance that was loaded with bad options, naming them', async () => {
@@ -184,7 +215,12 @@ describe('onnxruntime C API engine', () => {
   it('a run error fails every request of the batch with onnxruntime’s reason; the instance keeps serving', async () => {
     const m = await open(join(dir, 'gather.onnx'), { max_batch_size: 8 });
     try {
-      const idx = (v: bigint[]): Tensor => ({ name: 'IDX', datatype: 'INT64', shape: [v.length], data: BigInt64Array.from(v) });
+      const idx = (v: bigint[]): Tensor => ({
+        name: 'IDX',
+        datatype: 'INT64',
+        shape: [v.length],
+        data: BigInt64Array.from(v),
+      });
       const r = new Collected();
       await assert.rejects(
         m.instances[0].execute([request([idx([1n])], ['OUT']), request([idx([2n, 99n])], ['OUT'])], r, never()),
@@ -219,7 +255,10 @@ describe('onnxruntime C API engine', () => {
   });
 
   it('works with intra_op_thread_count 1 and never blocks the event loop during a long run', async () => {
-    const m = await open(join(dir, 'chain.onnx'), { max_batch_size: 0, parameters: params({ intra_op_thread_count: '1' }) });
+    const m = await open(join(dir, 'chain.onnx'), {
+      max_batch_size: 0,
+      parameters: params({ intra_op_thread_count: '1' }),
+    });
     try {
       const x: Tensor = { name: 'X', datatype: 'FP32', shape: [LONG, 128], data: new Float32Array(LONG * 128).fill(1) };
       let ticks = 0;
@@ -239,36 +278,60 @@ describe('onnxruntime C API engine', () => {
       assert.deepEqual(Array.from((r.response(0).outputs[0].data as Float32Array).slice(0, 2)), [1, 1]);
       assert.ok(runMs > 100, `the chain should run a while (ran ${runMs.toFixed(0)} ms)`);
       assert.ok(ticks >= runMs / 5 / 4, `timers kept firing: ${ticks} ticks in ${runMs.toFixed(0)} ms`);
-      assert.ok(maxGap < Math.max(50, runMs / 4), `longest event-loop gap ${maxGap.toFixed(1)} ms during a ${runMs.toFixed(0)} ms run`);
+      assert.ok(
+        maxGap < Math.max(50, runMs / 4),
+        `longest event-loop gap ${maxGap.toFixed(1)} ms during a ${runMs.toFixed(0)} ms run`,
+      );
     } finally {
       await m.close();
     }
   });
 
   it('cancellation terminates the running run (CANCELLED, early) and the next run is normal', async () => {
-    const m = await open(join(dir, 'chain.onnx'), { max_batch_size: 0, parameters: params({ intra_op_thread_count: '1' }) });
+    const m = await open(join(dir, 'chain.onnx'), {
+      max_batch_size: 0,
+      parameters: params({ intra_op_thread_count: '1' }),
+    });
     try {
-      const x = (rows: number): Tensor => ({ name: 'X', datatype: 'FP32', shape: [rows, 128], data: new Float32Array(rows * 128).fill(1) });
+      const x = (rows: number): Tensor => ({
+        name: 'X',
+        datatype: 'FP32',
+        shape: [rows, 128],
+        data: new Float32Array(rows * 128).fill(1),
+      });
       const t0 = performance.now();
       await m.instances[0].execute([request([x(LONG)], ['Y'], 1)], new Collected(), never());
       const fullMs = performance.now() - t0;
       const ac = new AbortController();
       setTimeout(() => ac.abort(), Math.max(5, fullMs / 10));
       const t1 = performance.now();
-      await assert.rejects(m.instances[0].execute([request([x(LONG)], ['Y'], 1)], new Collected(), ac.signal), CancelledError);
+      await assert.rejects(
+        m.instances[0].execute([request([x(LONG)], ['Y'], 1)], new Collected(), ac.signal),
+        CancelledError,
+      );
       const cancelledMs = performance.now() - t1;
-      assert.ok(cancelledMs < fullMs * 0.7, `cancelled after ${cancelledMs.toFixed(0)} ms, a full run takes ${fullMs.toFixed(0)} ms`);
+      assert.ok(
+        cancelledMs < fullMs * 0.7,
+        `cancelled after ${cancelledMs.toFixed(0)} ms, a full run takes ${fullMs.toFixed(0)} ms`,
+      );
       const r = new Collected();
       await m.instances[0].execute([request([x(2)], ['Y'], 1)], r, never());
       assert.equal((r.response(0).outputs[0].data as Float32Array)[0], 1);
-      await assert.rejects(m.instances[0].execute([request([x(2)], ['Y'], 1)], new Collected(), AbortSignal.abort()), CancelledError);
+      await assert.rejects(
+        m.instances[0].execute([request([x(2)], ['Y'], 1)], new Collected(), AbortSignal.abort()),
+        CancelledError,
+      );
     } finally {
       await m.close();
     }
   });
 
   it('destroy during an in-flight run terminates it, waits for it, then releases the session', async () => {
-    const m = await open(join(dir, 'chain.onnx'), { max_batch_size: 0, parameters: params({ intra_op_thread_count: '1' }) }, { count: 2 });
+    const m = await open(
+      join(dir, 'chain.onnx'),
+      { max_batch_size: 0, parameters: params({ intra_op_thread_count: '1' }) },
+      { count: 2 },
+    );
     const x: Tensor = { name: 'X', datatype: 'FP32', shape: [LONG, 128], data: new Float32Array(LONG * 128).fill(1) };
     const running = Promise.allSettled([m.instances[0].execute([request([x], ['Y'], 1)], new Collected(), never())]);
     const other = Promise.allSettled([m.instances[1].execute([request([x], ['Y'], 1)], new Collected(), never())]);
@@ -287,7 +350,11 @@ describe('onnxruntime C API engine', () => {
   });
 
   it('runs N instances in parallel (one pool thread each)', async () => {
-    const m = await open(join(dir, 'chain.onnx'), { max_batch_size: 0, parameters: params({ intra_op_thread_count: '1' }) }, { count: 2 });
+    const m = await open(
+      join(dir, 'chain.onnx'),
+      { max_batch_size: 0, parameters: params({ intra_op_thread_count: '1' }) },
+      { count: 2 },
+    );
     try {
       const x: Tensor = { name: 'X', datatype: 'FP32', shape: [16, 128], data: new Float32Array(16 * 128).fill(1) };
       const one = async (i: number): Promise<[number, number]> => {
@@ -298,7 +365,10 @@ describe('onnxruntime C API engine', () => {
       await one(0);
       const [[s0, e0], [s1, e1]] = await Promise.all([one(0), one(1)]);
       // The runs overlap in time (neither waits for the other to finish).
-      assert.ok(s1 < e0 && s0 < e1, `runs [${s0.toFixed(0)},${e0.toFixed(0)}] and [${s1.toFixed(0)},${e1.toFixed(0)}] overlap`);
+      assert.ok(
+        s1 < e0 && s0 < e1,
+        `runs [${s0.toFixed(0)},${e0.toFixed(0)}] and [${s1.toFixed(0)},${e1.toFixed(0)}] overlap`,
+      );
     } finally {
       await m.close();
     }
@@ -319,7 +389,11 @@ describe('onnxruntime C API engine on GPUs, on a machine without one', () => {
 
   it('BAD CONFIG - the TensorRT accelerator fails UNAVAILABLE, never a silent fall-back', async () => {
     const config = {
-      optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'tensorrt', parameters: { precision_mode: 'FP16' } }] } },
+      optimization: {
+        execution_accelerators: {
+          gpu_execution_accelerator: [{ name: 'tensorrt', parameters: { precision_mode: 'FP16' } }],
+        },
+      },
     };
     await assert.rejects(open(SIMPLE, config, { kind: 'KIND_GPU', device: 0 }), (e: unknown) => {
       assert.ok(e instanceof UnavailableError, String(e));
@@ -338,10 +412,26 @@ describe('onnxruntime C API engine on GPUs, on a machine without one', () => {
   });
 
   it('BAD CONFIG - an unknown CUDA or TensorRT provider option is a load error naming it', async () => {
-    const cuda = { optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'cuda', parameters: { cudnn_turbo: '1' } }] } } };
-    await assert.rejects(open(SIMPLE, cuda, { kind: 'KIND_GPU', device: 0 }), (e: unknown) => e instanceof InvalidArgError && /unknown parameter 'cudnn_turbo'/.test(e.message));
-    const trt = { optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'tensorrt', parameters: { trt_warp_drive: '1' } }] } } };
-    await assert.rejects(open(SIMPLE, trt), (e: unknown) => e instanceof InvalidArgError && /unknown parameter 'trt_warp_drive'/.test(e.message));
+    const cuda = {
+      optimization: {
+        execution_accelerators: { gpu_execution_accelerator: [{ name: 'cuda', parameters: { cudnn_turbo: '1' } }] },
+      },
+    };
+    await assert.rejects(
+      open(SIMPLE, cuda, { kind: 'KIND_GPU', device: 0 }),
+      (e: unknown) => e instanceof InvalidArgError && /unknown parameter 'cudnn_turbo'/.test(e.message),
+    );
+    const trt = {
+      optimization: {
+        execution_accelerators: {
+          gpu_execution_accelerator: [{ name: 'tensorrt', parameters: { trt_warp_drive: '1' } }],
+        },
+      },
+    };
+    await assert.rejects(
+      open(SIMPLE, trt),
+      (e: unknown) => e instanceof InvalidArgError && /unknown parameter 'trt_warp_drive'/.test(e.message),
+    );
   });
 
   it('KIND_AUTO resolves to CPU here; KIND_MODEL is refused', async () => {

@@ -142,7 +142,8 @@ function createError(err: unknown, providers: readonly ProviderPlan[], where: st
  * Errors after which an instance must not run again: CUDA's sticky errors leave the device context unusable for
  * the process. An out-of-memory error is not sticky (the request fails, the instance keeps serving).
  */
-const STICKY = /illegal memory access|illegal address|unspecified launch failure|device-side assert|misaligned address|cudaErrorLaunchFailure|CUDA failure 7[0-9]{2}|CUDA error.*(?:700|719|710|716)/i;
+const STICKY =
+  /illegal memory access|illegal address|unspecified launch failure|device-side assert|misaligned address|cudaErrorLaunchFailure|CUDA failure 7[0-9]{2}|CUDA error.*(?:700|719|710|716)/i;
 
 export function isStickyError(err: unknown): boolean {
   return STICKY.test(err instanceof Error ? err.message : String(err));
@@ -209,7 +210,11 @@ export class CapiInstance implements EngineInstance {
     }
   }
 
-  async execute(requests: readonly EngineRequest[], responder: Responder, signal: AbortSignal): Promise<ExecuteTimings> {
+  async execute(
+    requests: readonly EngineRequest[],
+    responder: Responder,
+    signal: AbortSignal,
+  ): Promise<ExecuteTimings> {
     if (this.#failure !== undefined) throw this.#failure;
     if (this.#destroying !== undefined) throw new UnavailableError(`instance ${this.name} is being destroyed`);
     if (signal.aborted) throw new CancelledError('request was cancelled before execution');
@@ -242,7 +247,11 @@ export class CapiInstance implements EngineInstance {
     for (let i = 0; i < requests.length; i++) {
       try {
         const { outputs, timings } = await this.#runner.run(requests[i].inputs, requests[i].outputs);
-        responder.send(i, { outputs: requests[i].outputs.map((n) => outputs.find((o) => o.name === n)!) }, { final: true });
+        responder.send(
+          i,
+          { outputs: requests[i].outputs.map((n) => outputs.find((o) => o.name === n)!) },
+          { final: true },
+        );
         sum.computeInputNs += timings.computeInputNs;
         sum.computeInferNs += timings.computeInferNs;
         sum.computeOutputNs += timings.computeOutputNs;
@@ -304,7 +313,8 @@ class CapiModel implements EngineModel {
       globalThreadPool: s.lease.globalThreadPool,
       logSeverity: s.logSeverity,
       logId: spec.name,
-      optimizedModelPath: s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
+      optimizedModelPath:
+        s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
     });
     let session: OrtSession;
     try {
@@ -371,8 +381,17 @@ export async function readSignature(modelPath: string, signal?: AbortSignal): Pr
   const lease = acquireAnyEnv(4);
   const api = ortApi();
   try {
-    const plan = planSession({ optimization: { graph: { level: 2 } }, parameters: { intra_op_thread_count: { string_value: '1' }, inter_op_thread_count: { string_value: '1' } } });
-    const options = createSessionOptions({ plan, providers: [], globalThreadPool: lease.globalThreadPool, logSeverity: 4, logId: 'signature' });
+    const plan = planSession({
+      optimization: { graph: { level: 2 } },
+      parameters: { intra_op_thread_count: { string_value: '1' }, inter_op_thread_count: { string_value: '1' } },
+    });
+    const options = createSessionOptions({
+      plan,
+      providers: [],
+      globalThreadPool: lease.globalThreadPool,
+      logSeverity: 4,
+      logId: 'signature',
+    });
     let session: OrtSession;
     try {
       session = await OrtSession.create(lease.env, file, options, signal);
@@ -465,7 +484,17 @@ function arenaStats(session: Ptr, cpuMemoryInfo: Ptr): Record<string, number> {
     const kvps = out[0] as Ptr;
     try {
       const stats: Record<string, number> = {};
-      for (const key of ['Limit', 'InUse', 'TotalAllocated', 'MaxInUse', 'NumAllocs', 'NumReserves', 'NumArenaExtensions', 'NumArenaShrinkages', 'MaxAllocSize']) {
+      for (const key of [
+        'Limit',
+        'InUse',
+        'TotalAllocated',
+        'MaxInUse',
+        'NumAllocs',
+        'NumReserves',
+        'NumArenaExtensions',
+        'NumArenaShrinkages',
+        'MaxAllocSize',
+      ]) {
         const v = api.GetKeyValue(kvps, key) as string | null;
         if (v !== null) stats[key] = Number(v);
       }

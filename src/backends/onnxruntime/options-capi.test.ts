@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { describe, it } from 'node:test';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError } from '../../core/errors.js';
+import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { GRAPH_LEVEL, planSession, providersFor } from './options-capi.js';
 
 /** The mapping of Triton's onnxruntime options onto C API calls (pure); engine-observe.test.ts shows the effects. */
@@ -10,7 +10,10 @@ import { GRAPH_LEVEL, planSession, providersFor } from './options-capi.js';
 const params = (p: Record<string, string>): ModelConfig => ({
   parameters: Object.fromEntries(Object.entries(p).map(([k, v]) => [k, { string_value: v }])),
 });
-const gpu = (eas: Array<{ name: string; parameters?: Record<string, string> }>, extra: ModelConfig = {}): ModelConfig => ({
+const gpu = (
+  eas: Array<{ name: string; parameters?: Record<string, string> }>,
+  extra: ModelConfig = {},
+): ModelConfig => ({
   ...extra,
   optimization: { execution_accelerators: { gpu_execution_accelerator: eas } },
 });
@@ -31,7 +34,10 @@ describe('planSession', () => {
   it('maps graph level -1/1/2/0 to basic/extended/disabled/all; refuses others naming the field', () => {
     const level = (l: number): number => planSession({ optimization: { graph: { level: l } } }).graphLevel;
     assert.deepEqual([level(-1), level(1), level(2), level(0)], [1, 2, 0, 99]);
-    assert.throws(() => level(5), (e: unknown) => e instanceof InvalidArgError && /optimization\.graph\.level/.test(e.message));
+    assert.throws(
+      () => level(5),
+      (e: unknown) => e instanceof InvalidArgError && /optimization\.graph\.level/.test(e.message),
+    );
   });
 
   it('maps threads, execution mode, arena, pattern, the initializer allocator and arena shrinkage', () => {
@@ -46,7 +52,10 @@ describe('planSession', () => {
         'memory.enable_memory_arena_shrinkage': 'cpu:0',
       }),
     );
-    assert.deepEqual([p.intraOpThreads, p.interOpThreads, p.executionMode, p.cpuMemArena, p.memPattern], [3, 2, 1, false, true]);
+    assert.deepEqual(
+      [p.intraOpThreads, p.interOpThreads, p.executionMode, p.cpuMemArena, p.memPattern],
+      [3, 2, 1, false, true],
+    );
     assert.deepEqual(p.sessionConfig, [['session.use_device_allocator_for_initializers', '1']]);
     assert.deepEqual(p.runConfig, [['memory.enable_memory_arena_shrinkage', 'cpu:0']]);
     assert.deepEqual(p.warnings, []);
@@ -90,8 +99,17 @@ describe('planSession', () => {
     assert.deepEqual(p.globalThreadPool, { intraOpThreads: 3, interOpThreads: 2 });
     assert.deepEqual([p.intraOpThreads, p.interOpThreads], [undefined, undefined]);
     assert.equal(p.warnings.length, 2);
-    assert.deepEqual(planSession({}, { 'enable-global-threadpool': 'true' }).globalThreadPool, { intraOpThreads: 0, interOpThreads: 0 });
-    assert.equal(planSession(params({ intra_op_thread_count: '2' }), { 'enable-global-threadpool': '0', intra_op_thread_count: '5' }).intraOpThreads, 2);
+    assert.deepEqual(planSession({}, { 'enable-global-threadpool': 'true' }).globalThreadPool, {
+      intraOpThreads: 0,
+      interOpThreads: 0,
+    });
+    assert.equal(
+      planSession(params({ intra_op_thread_count: '2' }), {
+        'enable-global-threadpool': '0',
+        intra_op_thread_count: '5',
+      }).intraOpThreads,
+      2,
+    );
     assert.throws(
       () => planSession({}, { 'enable-global-threadpool': '1', intra_op_thread_count: 'x' }),
       (e: unknown) => e instanceof InvalidArgError && /onnxruntime,intra_op_thread_count/.test(e.message),
@@ -100,7 +118,12 @@ describe('planSession', () => {
 
   it('KIND_GPU gets the CUDA provider on its device, with the deprecated parameters translated as Triton does', () => {
     const p = planSession(
-      params({ cudnn_conv_algo_search: '1', gpu_mem_limit: '4294967200', arena_extend_strategy: '1', do_copy_in_default_stream: '0' }),
+      params({
+        cudnn_conv_algo_search: '1',
+        gpu_mem_limit: '4294967200',
+        arena_extend_strategy: '1',
+        do_copy_in_default_stream: '0',
+      }),
     );
     const [cuda, ...rest] = providersFor(p, { ...GPU0, device: 3 });
     assert.equal(rest.length, 0);
@@ -125,7 +148,6 @@ describe('planSession', () => {
             parameters: {
               cudnn_conv_use_max_workspace: 'true',
               use_ep_level_unified_stream: '1',
-              enable_cuda_graph: 'on',
               cudnn_conv_algo_search: 'DEFAULT',
               gpu_mem_limit: '1073741824',
               arena_extend_strategy: 'kNextPowerOfTwo',
@@ -145,7 +167,6 @@ describe('planSession', () => {
       gpu_mem_limit: '1073741824',
       cudnn_conv_use_max_workspace: '1',
       use_ep_level_unified_stream: '1',
-      enable_cuda_graph: '1',
       cudnn_conv_algo_search: 'DEFAULT',
       arena_extend_strategy: 'kNextPowerOfTwo',
       do_copy_in_default_stream: '1',
@@ -155,6 +176,16 @@ describe('planSession', () => {
       sdpa_kernel: '2',
       device_id: '0',
     });
+  });
+
+  it('BAD CONFIG - enable_cuda_graph is refused UNSUPPORTED (it needs I/O binding of GPU buffers); 0 is accepted', () => {
+    assert.throws(
+      () => planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: 'true' } }])),
+      (e: unknown) =>
+        e instanceof UnsupportedError && /enable_cuda_graph/.test(e.message) && /I\/O binding/.test(e.message),
+    );
+    const p = planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: '0' } }]));
+    assert.equal(Object.fromEntries(providersFor(p, GPU0)[0].options).enable_cuda_graph, '0');
   });
 
   it('TensorRT comes first with its options mapped (precision_mode, max_workspace_size_bytes, cache), CUDA as fall-back', () => {
@@ -187,20 +218,46 @@ describe('planSession', () => {
       device_id: '1',
     });
     const mode = (m: string): Record<string, string> =>
-      Object.fromEntries(providersFor(planSession(gpu([{ name: 'tensorrt', parameters: { precision_mode: m } }])), GPU0)[0].options);
+      Object.fromEntries(
+        providersFor(planSession(gpu([{ name: 'tensorrt', parameters: { precision_mode: m } }])), GPU0)[0].options,
+      );
     assert.equal(mode('INT8').trt_int8_enable, '1');
     assert.equal(mode('BF16').trt_bf16_enable, '1');
     assert.equal(mode('FP32').trt_fp16_enable, undefined);
   });
 
   for (const [label, config, pattern] of [
-    ['an unknown TensorRT parameter', gpu([{ name: 'tensorrt', parameters: { trt_turbo: '1' } }]), /unknown parameter 'trt_turbo' is provided for TensorRT/],
-    ['an unknown CUDA parameter', gpu([{ name: 'cuda', parameters: { cudnn_turbo: '1' } }]), /unknown parameter 'cudnn_turbo' is provided for CUDA/],
+    [
+      'an unknown TensorRT parameter',
+      gpu([{ name: 'tensorrt', parameters: { trt_turbo: '1' } }]),
+      /unknown parameter 'trt_turbo' is provided for TensorRT/,
+    ],
+    [
+      'an unknown CUDA parameter',
+      gpu([{ name: 'cuda', parameters: { cudnn_turbo: '1' } }]),
+      /unknown parameter 'cudnn_turbo' is provided for CUDA/,
+    ],
     ['a device_id CUDA parameter', gpu([{ name: 'cuda', parameters: { device_id: '1' } }]), /instance_group's gpus/],
-    ['a bad precision mode', gpu([{ name: 'tensorrt', parameters: { precision_mode: 'FP8' } }]), /unsupported precision mode 'FP8'/],
-    ['a bad TensorRT workspace size', gpu([{ name: 'tensorrt', parameters: { max_workspace_size_bytes: '1GB' } }]), /max_workspace_size_bytes/],
-    ['a bad TensorRT boolean', gpu([{ name: 'tensorrt', parameters: { trt_engine_cache_enable: 'maybe' } }]), /trt_engine_cache_enable/],
-    ['a bad CUDA algo search', gpu([{ name: 'cuda', parameters: { cudnn_conv_algo_search: 'FAST' } }]), /EXHAUSTIVE, HEURISTIC or DEFAULT/],
+    [
+      'a bad precision mode',
+      gpu([{ name: 'tensorrt', parameters: { precision_mode: 'FP8' } }]),
+      /unsupported precision mode 'FP8'/,
+    ],
+    [
+      'a bad TensorRT workspace size',
+      gpu([{ name: 'tensorrt', parameters: { max_workspace_size_bytes: '1GB' } }]),
+      /max_workspace_size_bytes/,
+    ],
+    [
+      'a bad TensorRT boolean',
+      gpu([{ name: 'tensorrt', parameters: { trt_engine_cache_enable: 'maybe' } }]),
+      /trt_engine_cache_enable/,
+    ],
+    [
+      'a bad CUDA algo search',
+      gpu([{ name: 'cuda', parameters: { cudnn_conv_algo_search: 'FAST' } }]),
+      /EXHAUSTIVE, HEURISTIC or DEFAULT/,
+    ],
     ['an unknown GPU accelerator', gpu([{ name: 'rocm' }]), /unknown Execution Accelerator 'rocm'/],
     [
       'an unknown CPU accelerator',
@@ -209,12 +266,19 @@ describe('planSession', () => {
     ],
     [
       'an unknown OpenVINO parameter',
-      { optimization: { execution_accelerators: { cpu_execution_accelerator: [{ name: 'openvino', parameters: { turbo: '1' } }] } } },
+      {
+        optimization: {
+          execution_accelerators: { cpu_execution_accelerator: [{ name: 'openvino', parameters: { turbo: '1' } }] },
+        },
+      },
       /unknown parameter 'turbo' is provided for OpenVINO/,
     ],
   ] as const) {
     it(`BAD CONFIG - ${label} is a load error naming it`, () => {
-      assert.throws(() => planSession(config as ModelConfig), (e: unknown) => e instanceof InvalidArgError && pattern.test(e.message));
+      assert.throws(
+        () => planSession(config as ModelConfig),
+        (e: unknown) => e instanceof InvalidArgError && pattern.test(e.message),
+      );
     });
   }
 
@@ -228,8 +292,19 @@ describe('planSession', () => {
         },
       },
     });
-    assert.deepEqual(providersFor(p, CPU), [{ name: 'openvino', options: [['device_type', 'CPU'], ['num_of_threads', '2']] }]);
-    assert.deepEqual(providersFor(p, GPU0).map((x) => x.name), ['cuda', 'openvino']);
+    assert.deepEqual(providersFor(p, CPU), [
+      {
+        name: 'openvino',
+        options: [
+          ['device_type', 'CPU'],
+          ['num_of_threads', '2'],
+        ],
+      },
+    ]);
+    assert.deepEqual(
+      providersFor(p, GPU0).map((x) => x.name),
+      ['cuda', 'openvino'],
+    );
     assert.match(p.warnings.join('\n'), /KIND_GPU instances only/);
   });
 

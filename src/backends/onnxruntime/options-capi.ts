@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError } from '../../core/errors.js';
+import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
 import type { GlobalThreadPool } from './capi/env.js';
 
@@ -282,6 +282,15 @@ function cudaPlan(
         `${field} 'cuda' parameter 'cudnn_conv_algo_search': expected EXHAUSTIVE, HEURISTIC or DEFAULT, got '${value}'`,
       );
     }
+    if (key === 'enable_cuda_graph' && v === '1') {
+      // Measured on the H200: onnxruntime captures and replays, but a replay writes into the buffers bound at
+      // capture, so plain Run() (our inputs and outputs in host memory) gets empty outputs back ("the ort_value
+      // must contain a constructed tensor"). It needs I/O binding of fixed device buffers, not built yet.
+      throw new UnsupportedError(
+        `${field} 'cuda' parameter 'enable_cuda_graph': CUDA graphs need inputs and outputs bound to fixed GPU ` +
+          'buffers (onnxruntime I/O binding), which this engine does not do yet; remove the parameter',
+      );
+    }
     options.set(key, v);
   }
   return { name: 'cuda', options: [...options] };
@@ -354,7 +363,9 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
   }
 
   const cpuMemArena =
-    params.enable_mem_arena === undefined ? undefined : parseBool("parameter 'enable_mem_arena'", params.enable_mem_arena);
+    params.enable_mem_arena === undefined
+      ? undefined
+      : parseBool("parameter 'enable_mem_arena'", params.enable_mem_arena);
   const memPattern =
     params.enable_mem_pattern === undefined
       ? undefined
@@ -401,13 +412,17 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     const field = 'optimization.execution_accelerators.cpu_execution_accelerator';
     if (ea.name === 'openvino') cpuProviders.push(openvinoPlan(field, ea));
     else {
-      throw new InvalidArgError(`unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field} (known: 'openvino')`);
+      throw new InvalidArgError(
+        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field} (known: 'openvino')`,
+      );
     }
   }
   const groups = config.instance_group ?? [];
   const anyGpu = groups.some((g) => g.kind === 'KIND_GPU' || g.kind === 'KIND_AUTO' || g.kind === undefined);
   if (!anyGpu && (eas?.gpu_execution_accelerator?.length ?? 0) > 0) {
-    warnings.push('optimization.execution_accelerators.gpu_execution_accelerator applies to KIND_GPU instances only; this model has none');
+    warnings.push(
+      'optimization.execution_accelerators.gpu_execution_accelerator applies to KIND_GPU instances only; this model has none',
+    );
   }
 
   return Object.freeze({

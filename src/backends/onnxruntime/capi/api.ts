@@ -206,6 +206,8 @@ export function callAsync(fn: KoffiFunction, ...args: unknown[]): Promise<void> 
 /** Like callAsync for a void function (ReleaseSession: it joins the session's threads). */
 export function callVoidAsync(fn: KoffiFunction, ...args: unknown[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    fn.async(...args, (err: unknown) => (err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve()));
+    fn.async(...args, (err: unknown) =>
+      err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(),
+    );
   });
 }

@@ -59,7 +59,11 @@ export function providerError(provider: ProviderPlan['name'], where: string, err
   // dlopen's own words: "libfoo.so.N: cannot open shared object file: No such file or directory".
   const dl = /([\w.+-]+\.so[\w.]*): cannot open shared object file/.exec(message);
   const label = provider === 'cuda' ? 'CUDA' : provider === 'tensorrt' ? 'TensorRT' : 'OpenVINO';
-  if (missingFiles.length > 0 || dl !== null || /Failed to load|not (?:enabled|supported) in this build|is not available/i.test(message)) {
+  if (
+    missingFiles.length > 0 ||
+    dl !== null ||
+    /Failed to load|not (?:enabled|supported) in this build|is not available/i.test(message)
+  ) {
     const missing = dl?.[1] ?? missingFiles[0];
     let how: string;
     if (missing !== undefined && missingFiles.includes(missing) && provider !== 'openvino') {

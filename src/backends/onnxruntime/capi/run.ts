@@ -152,7 +152,8 @@ export class OrtRunner {
   }
 
   #runError(err: unknown): NereidError {
-    if (this.#terminated) return new CancelledError('the run was cancelled (onnxruntime terminated it)', { cause: err });
+    if (this.#terminated)
+      return new CancelledError('the run was cancelled (onnxruntime terminated it)', { cause: err });
     if (err instanceof OrtStatusError) {
       const message = `onnxruntime: ${err.message}`;
       if (err.ortCode === 'ORT_INVALID_ARGUMENT') return new InvalidArgError(message, { cause: err });

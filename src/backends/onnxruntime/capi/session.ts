@@ -110,7 +110,9 @@ function readTensors(session: Ptr, allocator: Ptr, kind: 'input' | 'output', nam
       // ONNXType: 1 = tensor; sequences, maps, optionals and sparse tensors have no KServe form.
       if (i32[0] !== 1) {
         const kinds = ['unknown', 'tensor', 'sequence', 'map', 'opaque', 'sparse tensor', 'optional'];
-        throw new UnsupportedError(`${kind} '${name}' is a ${kinds[i32[0]] ?? 'non-tensor'}, which Nereid does not support`);
+        throw new UnsupportedError(
+          `${kind} '${name}' is a ${kinds[i32[0]] ?? 'non-tensor'}, which Nereid does not support`,
+        );
       }
       check(api.CastTypeInfoToTensorInfo(typeInfo, out));
       const info = out[0] as Ptr; // owned by typeInfo
@@ -126,7 +128,12 @@ function readTensors(session: Ptr, allocator: Ptr, kind: 'input' | 'output', nam
       const dims = new BigInt64Array(Math.max(rank, 1));
       check(api.GetDimensions(info, dims, rank));
       // A symbolic or unknown dim reads as -1.
-      tensors.push({ name, namePtr, datatype, dims: Array.from(dims.subarray(0, rank), (d) => (d >= 0n ? Number(d) : -1)) });
+      tensors.push({
+        name,
+        namePtr,
+        datatype,
+        dims: Array.from(dims.subarray(0, rank), (d) => (d >= 0n ? Number(d) : -1)),
+      });
     } finally {
       api.ReleaseTypeInfo(typeInfo);
     }

@@ -139,9 +139,12 @@ function cString(name: string, e: Uint8Array, i: number): string {
   try {
     return utf8.decode(e);
   } catch (err) {
-    throw new InvalidArgError(`input '${name}': element ${i} is not valid UTF-8; onnxruntime string tensors carry text only`, {
-      cause: err,
-    });
+    throw new InvalidArgError(
+      `input '${name}': element ${i} is not valid UTF-8; onnxruntime string tensors carry text only`,
+      {
+        cause: err,
+      },
+    );
   }
 }
 
@@ -176,7 +179,9 @@ export function readOutput(name: string, value: Ptr): Tensor {
   const { elementType, shape } = typeAndShape(value);
   const datatype = dataTypeOfElement(elementType);
   if (datatype === undefined) {
-    throw new UnsupportedError(`output '${name}' has ONNX type ${elementTypeName(elementType)}, which Nereid does not support`);
+    throw new UnsupportedError(
+      `output '${name}' has ONNX type ${elementTypeName(elementType)}, which Nereid does not support`,
+    );
   }
   const count = shape.reduce((a, b) => a * b, 1);
   if (datatype === 'BYTES') return { name, datatype, shape, data: readStrings(value, count) };
