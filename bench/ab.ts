@@ -66,7 +66,7 @@ interface Cell {
 const { values: opts } = parseArgs({
   options: {
     before: { type: 'string' },
-    after: { type: 'string', default: join(ROOT, 'dist/cli/main.js') },
+    after: { type: 'string', default: join(ROOT, 'dist/cli/nereid.cjs') },
     rounds: { type: 'string', default: '3' },
     'interval-ms': { type: 'string', default: '2000' },
     'max-trials': { type: 'string', default: '4' },

@@ -1,5 +1,6 @@
 import { defaultBackends } from './backends/index.js';
 import { createLogger } from './core/logger.js';
+import { cudaDeviceIds } from './gpu/index.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
 import {
   startGrpcServer,
@@ -105,7 +106,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
-    gpus: opts.gpus,
+    gpus: opts.gpus ?? (await cudaDeviceIds()),
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;

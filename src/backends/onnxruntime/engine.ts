@@ -12,7 +12,7 @@ import {
   UnsupportedError,
 } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
-import { completeConfig } from '../../repository/autocomplete.js';
+import { completeConfig } from '../autocomplete.js';
 import type {
   BackendConfig,
   BackendDescriptor,
@@ -27,7 +27,7 @@ import type {
   ModelSignature,
   Responder,
 } from '../contract.js';
-import { batchOutputNames, joinInputs, splitOutputs } from './batch-io.js';
+import { batchOutputNames, joinInputs, splitOutputs } from '../batching.js';
 import { check, ortApi, OrtStatusError, type Out, type Ptr } from './capi/api.js';
 import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
@@ -92,7 +92,7 @@ export function onnxruntimeDescriptor(): BackendDescriptor & {
     platforms: ['onnxruntime_onnx'],
     defaultModelFilename: DEFAULT_MODEL_FILENAME,
     datatypes: ORT_CAPI_DATATYPES,
-    sections: ['sequence_batching', 'model_warmup', 'response_cache'],
+    sections: [],
     // KIND_AUTO takes the first: GPU where one is usable (Triton's rule). KIND_GPU stays accepted elsewhere so
     // that its load fails with the engine's reason (the missing library, no device) instead of a generic refusal.
     kinds: gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU'],
@@ -425,12 +425,10 @@ export async function autoCompleteOnnx(
 ): Promise<{ config: ModelConfig; warnings: string[] }> {
   const sig = await readSignature(ctx.modelPath);
   const warnings: string[] = [];
-  const collect = (o: object | string, m?: string): void => void warnings.push(typeof o === 'string' ? o : (m ?? ''));
-  const logger: Logger = { ...noopLogger, warn: collect, child: () => logger };
   const completed = completeConfig(config, sig, ctx.modelName, {
     autoComplete: ctx.autoComplete,
     defaultMaxBatchSize: defaultMaxBatchSize(ctx.backendConfig['default-max-batch-size']),
-    logger,
+    warn: (w) => warnings.push(w),
   });
   return { config: completed, warnings };
 }

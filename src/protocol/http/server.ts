@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { Server, type AddressInfo } from 'node:net';
+import { Server, type AddressInfo, type Socket } from 'node:net';
 import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
@@ -55,8 +55,13 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   // stay open (a request they deliver meanwhile is answered, with 503 from the facade) until nothing is active,
   // so no request that reached us is dropped unanswered.
   const active = new Set<ServerResponse>();
+  const sockets = new Set<Socket>();
+  // Idle connections are ended, not destroyed: http.Server#closeIdleConnections destroys a socket whose last
+  // response is written but may still sit in the kernel's send buffer, and the client then lost the end of a large
+  // response (measured at shutdown on Node 24: 970,105 of 1,048,734 bytes). end() sends FIN after the pending data.
   const closeIdleWhenQuiet = (): void => {
-    if (active.size === 0) server.closeIdleConnections();
+    if (active.size > 0) return;
+    for (const socket of sockets) socket.end();
   };
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     active.add(res);
@@ -75,6 +80,10 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   };
 
   const server = createServer({ keepAlive: true }, onRequest);
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   // Node requires headersTimeout > keepAliveTimeout to avoid racing a reused connection's next request.
   server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;

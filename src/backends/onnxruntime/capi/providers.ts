@@ -71,7 +71,7 @@ export function providerError(provider: ProviderPlan['name'], where: string, err
     } else if (provider === 'openvino') {
       how =
         'onnxruntime-node ships no OpenVINO execution provider; serve this model without ' +
-        'cpu_execution_accelerator openvino, or point NEREID_ONNXRUNTIME_LIB_DIR at an onnxruntime build with OpenVINO';
+        'cpu_execution_accelerator openvino, or point NEREID_ORT_LIB_DIR at an onnxruntime build with OpenVINO';
     } else {
       how = needs.system;
     }
