@@ -93,7 +93,14 @@ export const FLAGS = {
   'log-info': { kind: 'bool', help: 'Log info messages.', default: true },
   'log-warning': { kind: 'bool', help: 'Log warnings.', default: true },
   'log-error': { kind: 'bool', help: 'Log errors.', default: true },
-  'log-format': { kind: 'string', help: 'default | ISO8601.', default: 'default', choices: ['default', 'ISO8601'] },
+  'log-format': {
+    kind: 'string',
+    help:
+      'default | ISO8601 (time format; formatted lines on a terminal, JSON lines elsewhere) | json (JSON lines ' +
+      'always) | pretty (formatted lines always).',
+    default: 'default',
+    choices: ['default', 'ISO8601', 'json', 'pretty'],
+  },
   'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
   'trace-config': {
     kind: 'list',
