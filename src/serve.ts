@@ -1,4 +1,12 @@
 import { defaultBackends } from './backends/index.js';
+import {
+  consoleRoutes,
+  crossSiteRefusal,
+  fanOutObserver,
+  LatencyWindow,
+  type ConsoleAccess,
+  type LogRing,
+} from './console/index.js';
 import { createLogger, type Logger } from './core/logger.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
 import {
@@ -76,6 +84,12 @@ export interface ServeOptions {
   allowGpuMetrics?: boolean;
   /** Where logs go; without one, a silent logger whose switches the logging extension can still turn on. */
   logger?: Logger;
+  /** `--console`: the web console at `/console` on the HTTP port (default true). */
+  console?: boolean;
+  /** The log lines the console shows (`nereid serve` keeps the last 500); without it the console shows none. */
+  consoleLogs?: LogRing;
+  /** The restricted-API check of the console's own read endpoints (config text, logs, latencies). */
+  consoleAccess?: ConsoleAccess;
 }
 
 /** A running Nereid: the server facade and its bound endpoints. `close()` is idempotent. */
@@ -163,11 +177,25 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
     if (opts.allowHttp ?? D.allowHttp) {
+      let routes: ReturnType<typeof consoleRoutes> = [];
+      if (opts.console ?? true) {
+        // The console's latency percentiles need each request's time: it observes beside the metrics endpoint.
+        const latency = new LatencyWindow();
+        server.setObserver(fanOutObserver(metrics ? [metrics.observer, latency] : [latency]));
+        routes = consoleRoutes({
+          modelControlMode: opts.modelControlMode ?? D.modelControlMode,
+          logs: opts.consoleLogs,
+          latency,
+          access: opts.consoleAccess,
+        });
+      }
       http = await startHttpServer(server, {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
         logger: opts.logger,
+        routes,
+        refuse: crossSiteRefusal,
       });
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
     }

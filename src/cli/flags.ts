@@ -28,6 +28,11 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  console: {
+    kind: 'bool',
+    help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',
+    default: true,
+  },
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },

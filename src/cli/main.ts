@@ -104,9 +104,11 @@ async function runServe(argv: string[]): Promise<number> {
     metricsConfig: v['metrics-config'] as string[],
     allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
     allowGpuMetrics: v['allow-gpu-metrics'] as boolean,
+    console: v.console as boolean,
+    consoleLogs: logging.recent,
     logger,
   });
-  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, false);
+  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console as boolean);
   const exitTimeout = v['exit-timeout-secs'] as number;
   let stopping = false;
   const stop = (signal: string): void => {

@@ -79,12 +79,13 @@ describe('nereid serve output', () => {
     );
     assert.match(ready.endpoints.http, /^http:\/\/127\.0\.0\.1:\d+$/);
     assert.match(ready.endpoints.grpc, /^127\.0\.0\.1:\d+$/);
+    assert.match(ready.endpoints.console, /^http:\/\/127\.0\.0\.1:\d+\/console\/$/);
     const begins = lines.filter((l) => l.includes('"load":"begin"'));
     assert.equal(begins.length, 3, 'a begin record per model load');
   });
 
   it("prints formatted lines, Triton's model table and the endpoints with --log-format=pretty", async () => {
-    const out = await serveUntilReady(['--log-format=pretty'], /Endpoints\n(?: {2}\S.*\n){3}/);
+    const out = await serveUntilReady(['--log-format=pretty', '--console=false'], /Endpoints\n(?: {2}\S.*\n){3}/);
     assert.ok(!out.split('\n').some((l) => l.startsWith('{')), `no JSON line:\n${out}`);
     assert.match(
       out,
@@ -93,6 +94,7 @@ describe('nereid serve output', () => {
     assert.match(out, /^\| Model +\| Version \| Status \| Reason \|$/m);
     assert.match(out, /^\| text_encoder \| 1 +\| READY +\| +\|$/m);
     assert.match(out, /^ {2}HTTP +http:\/\/127\.0\.0\.1:\d+$/m);
+    assert.ok(!/Console/.test(out), '--console=false leaves the console out of the endpoints');
   });
 
   it('BAD CALL - an unknown --log-format exits 2 naming the choices', async () => {
