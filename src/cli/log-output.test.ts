@@ -87,7 +87,7 @@ describe('TerminalLog', () => {
     term.write('{"level":30,"time":0,"msg":"hello"}\n');
     term.write('not json\n');
     assert.equal(s.out.length, 2);
-    assert.match(s.out[0], /INFO  hello\n$/);
+    assert.match(s.out[0], /INFO {2}hello\n$/);
     assert.equal(s.out[1], 'not json\n');
   });
 });
@@ -110,7 +110,7 @@ describe('LoadProgress', () => {
     assert.equal(progress.loading.size, 0);
     // The status line was cleared, and the line printed after it draws no status under itself.
     assert.equal(s.out[s.out.length - 2], '\r\x1b[2K');
-    assert.match(s.out[s.out.length - 1], /ERROR failed to load model 'b'  model=b\n$/);
+    assert.match(s.out[s.out.length - 1], /ERROR failed to load model 'b' {2}model=b\n$/);
   });
 });
 
@@ -164,7 +164,7 @@ describe('cliLogging', () => {
       const { lines } = log.recent.since();
       assert.equal(lines.length, 1);
       assert.equal(JSON.parse(lines[0]).msg, 'hello');
-      assert.match(s.out.join(''), /INFO  hello  model=m\n/);
+      assert.match(s.out.join(''), /INFO {2}hello {2}model=m\n/);
       log.progress?.stop();
     }
   });
