@@ -151,7 +151,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(
-      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n  gpu     Set up and check the GPU libraries (nereid gpu --help)\n`,
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n  model   Check a model folder and print its completed config (nereid model --help)\n  gpu     Set up and check the GPU libraries (nereid gpu --help)\n`,
     );
     return cmd === undefined ? 2 : 0;
   }
@@ -160,8 +160,12 @@ async function main(argv: string[]): Promise<number> {
     const { runGpuCommand } = await import('../gpu/command.js');
     return runGpuCommand(rest);
   }
+  if (cmd === 'model') {
+    const { runModelCommand } = await import('./model-command.js');
+    return runModelCommand(rest);
+  }
   if (cmd !== 'serve') {
-    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, gpu)\n`);
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, model, gpu)\n`);
     return 2;
   }
   return runServe(rest);
