@@ -41,7 +41,10 @@ describe('nereid model check', () => {
     const r = await nereid(['model', 'check', dir]);
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, /model 'simple': UNAVAILABLE: [^]*simple\/config\.pbtxt:4:1: unknown field 'max_batch_sise'/);
+    assert.match(
+      r.stderr,
+      /model 'simple': UNAVAILABLE: [^]*simple\/config\.pbtxt:4:1: unknown field 'max_batch_sise'/,
+    );
     assert.match(r.stderr, /max_batch_sise/);
   });
 
