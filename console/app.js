@@ -589,7 +589,8 @@ function niceCeil(v) {
 function formatNumber(v) {
   if (v >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
   if (v >= 1e3) return `${(v / 1e3).toFixed(1)}k`;
-  if (v >= 10 || v === 0) return v.toFixed(0);
+  if (Number.isInteger(v)) return v.toFixed(0);
+  if (v >= 10) return v.toFixed(1);
   return v.toFixed(2);
 }
 

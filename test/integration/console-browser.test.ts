@@ -184,8 +184,9 @@ describe('web console in Chromium', { skip }, () => {
         { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: Array.from({ length: 16 }, () => 1) },
       ],
     });
-    // A bounded load: 4 clients for 3.5 s against the local server.
-    const until = Date.now() + 3500;
+    // A bounded load: 4 clients for 3.5 s against the local server (15 s when taking the docs' screenshots, so
+    // the charts have something to show).
+    const until = Date.now() + (SHOTS ? 15_000 : 3500);
     const client = async (): Promise<void> => {
       while (Date.now() < until) {
         const r = await fetch(`${nereid.url}/v2/models/simple/infer`, { method: 'POST', body });
