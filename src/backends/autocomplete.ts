@@ -1,5 +1,6 @@
 import type { ModelSignature, TensorSignature } from './contract.js';
 import type { ConfigDataType, ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
+import { scheduledInputNames, stateOutputNames } from '../config/sequence-names.js';
 import { DATATYPES, dataTypeFromConfig } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
 
@@ -55,8 +56,13 @@ export function completeConfig(
       );
     }
     const batching = (config.max_batch_size ?? 0) > 0;
-    if (!hasInputs) config.input = sig.inputs.map((t) => completeTensor(t, batching));
-    if (!hasOutputs) config.output = sig.outputs.map((t) => completeTensor(t, batching));
+    // Sequence control and state tensors are the sequence batcher's, not the client's.
+    const scheduled = scheduledInputNames(config);
+    const states = stateOutputNames(config);
+    if (!hasInputs)
+      config.input = sig.inputs.filter((t) => !scheduled.has(t.name)).map((t) => completeTensor(t, batching));
+    if (!hasOutputs)
+      config.output = sig.outputs.filter((t) => !states.has(t.name)).map((t) => completeTensor(t, batching));
     // Like Triton's onnxruntime backend, only inside auto-complete: a config that already declares every input
     // and output keeps the scheduler it names (none = no batching).
     if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching) {
@@ -99,8 +105,25 @@ export function checkAgainstModel(config: ModelConfig, sig: ModelSignature, mode
   };
   side('input', config.input ?? [], sig.inputs);
   side('output', config.output ?? [], sig.outputs);
-  const declared = new Set((config.input ?? []).map((i) => i.name));
+  const scheduled = scheduledInputNames(config);
+  const declared = new Set([...(config.input ?? []).map((i) => i.name), ...scheduled]);
   const missing = sig.inputs.filter((t) => !declared.has(t.name));
+  const fileInputs = new Set(sig.inputs.map((t) => t.name));
+  const fileOutputs = new Set(sig.outputs.map((t) => t.name));
+  for (const name of scheduled) {
+    if (!fileInputs.has(name)) {
+      throw new InvalidArgError(
+        `model '${modelName}': sequence_batching feeds input '${name}', but the model file's inputs are [${sig.inputs.map((t) => `'${t.name}'`).join(', ')}]`,
+      );
+    }
+  }
+  for (const name of stateOutputNames(config)) {
+    if (!fileOutputs.has(name)) {
+      throw new InvalidArgError(
+        `model '${modelName}': sequence_batching state output '${name}' is not an output of the model file (its outputs are [${sig.outputs.map((t) => `'${t.name}'`).join(', ')}])`,
+      );
+    }
+  }
   if (missing.length > 0) {
     throw new InvalidArgError(
       `model '${modelName}': the model file needs input(s) [${missing.map((t) => `'${t.name}'`).join(', ')}] that config.pbtxt does not declare`,

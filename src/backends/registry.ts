@@ -22,6 +22,13 @@ function sectionsIn(config: ModelConfig): ConfigSection[] {
   return found;
 }
 
+/**
+ * Sections the schedulers implement for every backend: the engine only ever sees plain requests (the sequence
+ * batcher adds control and state tensors, the ensemble scheduler runs other models, warm-up and the response
+ * cache sit in front of the scheduler).
+ */
+export const SCHEDULER_SECTIONS: readonly ConfigSection[] = Object.freeze(['sequence_batching']);
+
 function hasAgents(section: unknown): boolean {
   const agents = (section as { agents?: unknown[] } | undefined)?.agents;
   return Array.isArray(agents) && agents.length > 0;
@@ -63,7 +70,7 @@ export class BackendRegistry {
   /** A config section that neither the backend nor the schedulers support fails the load, naming it. */
   checkSections(config: ModelConfig, backend: Backend, modelName: string): void {
     for (const section of sectionsIn(config)) {
-      if (!backend.sections.includes(section)) {
+      if (!backend.sections.includes(section) && !SCHEDULER_SECTIONS.includes(section)) {
         throw new UnsupportedError(
           `model '${modelName}': config section '${section}' is not supported by Nereid's '${backend.name}' backend yet; remove it from config.pbtxt`,
         );

@@ -8,7 +8,7 @@ import type { ModelConfig } from '../config/model-config.js';
 import { CancelledError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
-import { createScheduler } from '../scheduler/index.js';
+import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
 import { normalizeConfig } from './normalize.js';
 import { listVersions, selectVersions } from './scan.js';
@@ -73,7 +73,10 @@ export async function buildModel(
     if (problems.length > 0) throw configErrorsToException(problems);
     deps.registry.checkSections(config, backend, name);
     const specs = deps.registry.expandInstances(config, name, backend);
-    model.spec = resolveSpec(config, await readLabels(dir, config));
+    model.spec = resolveSpec(config, {
+      labels: await readLabels(dir, config),
+      sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
+    });
     const spec = model.spec;
     await Promise.all(
       selected.map(async (v) => {
@@ -136,12 +139,11 @@ async function loadVersion(
     );
     entry.pool = await InstancePool.create(entry.handle, specs, { logger }, signal);
     entry.pool.on({ health: (h) => deps.onHealth(model, entry, h) });
-    entry.scheduler = createScheduler(spec.config as ModelConfig, {
-      stats: entry.stats,
-      maxBatchSize: spec.maxBatchSize,
-      pool: entry.pool,
-      logger,
-    });
+    entry.scheduler = createScheduler(
+      spec.config as ModelConfig,
+      { stats: entry.stats, maxBatchSize: spec.maxBatchSize, pool: entry.pool, logger },
+      { sequence: spec.sequence },
+    );
     entry.state = 'READY';
     entry.loadSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   } catch (err) {

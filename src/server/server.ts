@@ -33,6 +33,7 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
+import { takeSequenceParams } from './sequence-params.js';
 
 import { NEREID_VERSION } from '../core/version.js';
 
@@ -262,14 +263,25 @@ export class InferenceServer implements InferenceServerApi {
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
+    const { sequence, rest } = takeSequenceParams(request.parameters);
+    let engineRequest = checked.request;
+    if (sequence !== undefined) {
+      if (spec.sequence === undefined) {
+        throw new InvalidArgError(
+          `inference request to model '${model.name}' has sequence parameters (sequence_id, sequence_start, sequence_end), but the model has no sequence_batching; send them only to sequence models`,
+        );
+      }
+      engineRequest = { ...engineRequest, correlationId: sequence.correlationId, parameters: rest };
+    } else if (rest !== request.parameters) engineRequest = { ...engineRequest, parameters: rest };
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     let result: ScheduledResult;
     try {
-      result = await scheduler.enqueue(checked.request, {
+      result = await scheduler.enqueue(engineRequest, {
         signal: opts.signal,
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
+        sequence: sequence && { start: sequence.start, end: sequence.end },
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));

@@ -3,7 +3,7 @@
 Two servers share the session:
 
 - ``nereid``: model control mode none, the example repository plus a temporary repository of tiny models the
-  examples lack (``simple_string``, ``simple_int8``, ``simple_identity``; see models.py).
+  examples lack (``simple_string``, ``simple_int8``, ``simple_identity``, the sequence models; see models.py).
 - ``explicit``: the same repositories with ``--model-control-mode=explicit`` and ``--id triton``, for
   repository index/load/unload.
 

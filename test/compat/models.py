@@ -7,6 +7,11 @@ exercised against Nereid:
   as decimal strings (Cast string -> int32, Add/Sub, Cast int32 -> string).
 - ``simple_int8``: ``simple`` with INT8 tensors.
 - ``simple_identity``: INPUT0 BYTES [-1] returned unchanged as OUTPUT0 (max_batch_size 8).
+- ``simple_sequence``: a sequence model with implicit state: OUTPUT = the running sum of INPUT over the sequence
+  (INT32 [1]; controls START/END/READY, state STATE_IN/STATE_OUT kept by the server between requests).
+- ``simple_dyna_sequence``: the same with a UINT64 CORRID control, oldest strategy; the END request's OUTPUT adds
+  the correlation id (the shape of Triton's dyna sequence examples).
+- ``simple_string_dyna_sequence``: the same with a STRING CORRID (decimal ids, cast to INT32 by the model).
 
 ONNX IR version 8, opset 17, like the bundled examples.
 """
@@ -67,6 +72,43 @@ def _identity_bytes() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
+def _accumulator(name: str, corrid: int | None) -> onnx.ModelProto:
+    """STATE_OUT = STATE_IN + INPUT; OUTPUT = STATE_OUT (+ END * CORRID when there is a CORRID input)."""
+    shape = ["batch", 1]
+    names = ["INPUT", "START", "END", "READY", "STATE_IN"]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT32, shape) for n in names]
+    nodes = [helper.make_node("Add", ["STATE_IN", "INPUT"], ["STATE_OUT"])]
+    if corrid is None:
+        nodes.append(helper.make_node("Identity", ["STATE_OUT"], ["OUTPUT"]))
+    else:
+        inputs.append(helper.make_tensor_value_info("CORRID", corrid, shape))
+        nodes += [
+            helper.make_node("Cast", ["CORRID"], ["corrid32"], to=TensorProto.INT32),
+            helper.make_node("Mul", ["END", "corrid32"], ["at_end"]),
+            helper.make_node("Add", ["STATE_OUT", "at_end"], ["OUTPUT"]),
+        ]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.INT32, shape) for n in ("OUTPUT", "STATE_OUT")]
+    graph = helper.make_graph(nodes, name, inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def _sequence_config(name: str, corrid: str | None, strategy: str) -> str:
+    controls = [
+        f'{{ name: "{n}" control [{{ kind: CONTROL_SEQUENCE_{n} int32_false_true: [ 0, 1 ] }}] }}'
+        for n in ("START", "END", "READY")
+    ]
+    if corrid is not None:
+        controls.append(f'{{ name: "CORRID" control [{{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid} }}] }}')
+    return (
+        f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+        'input { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] }\n'
+        'output { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] }\n'
+        'instance_group [{ count: 1 kind: KIND_CPU }]\n'
+        f"sequence_batching {{ {strategy} control_input [ {', '.join(controls)} ]\n"
+        '  state [{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] }] }\n'
+    )
+
+
 def _add_sub_config(name: str, dtype: str) -> str:
     io = "\n".join(
         f'{kind} {{ name: "{n}" data_type: {dtype} dims: [ 16 ] }}'
@@ -85,6 +127,15 @@ def write_extra_repository(root: Path) -> list[str]:
             'name: "simple_identity"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
             'input { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] }\n'
             'output { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] }\n',
+        ),
+        "simple_sequence": (_accumulator("simple_sequence", None), _sequence_config("simple_sequence", None, "")),
+        "simple_dyna_sequence": (
+            _accumulator("simple_dyna_sequence", TensorProto.UINT64),
+            _sequence_config("simple_dyna_sequence", "TYPE_UINT64", "oldest { max_candidate_sequences: 4 }"),
+        ),
+        "simple_string_dyna_sequence": (
+            _accumulator("simple_string_dyna_sequence", TensorProto.STRING),
+            _sequence_config("simple_string_dyna_sequence", "TYPE_STRING", ""),
         ),
     }
     for name, (model, config) in models.items():
