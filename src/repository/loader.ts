@@ -8,9 +8,11 @@ import type { ModelConfig } from '../config/model-config.js';
 import { CancelledError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
+import { EnsembleScheduler, type StepRunner } from '../scheduler/ensemble/scheduler.js';
 import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
+import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
-import { normalizeConfig } from './normalize.js';
+import { ENSEMBLE_PLATFORM, normalizeConfig } from './normalize.js';
 import { listVersions, selectVersions } from './scan.js';
 import { resolveSpec, type ModelSpec } from './spec.js';
 
@@ -21,7 +23,12 @@ import { resolveSpec, type ModelSpec } from './spec.js';
  * Called only by the model's lifecycle, one operation at a time.
  */
 
-export interface LoaderDeps {
+/** What checkSections knows of an ensemble: no backend, only the sections every model may have. */
+const ENSEMBLE_DESCRIPTOR = Object.freeze({ name: 'ensemble', sections: [] as const });
+
+export interface LoaderDeps extends EnsembleDeps {
+  /** Runs an ensemble step through the server (the facade's own request path). */
+  runStep: StepRunner;
   registry: BackendRegistry;
   /** `--backend-config` values per backend name. */
   backendConfig: ReadonlyMap<string, BackendConfig>;
@@ -45,12 +52,13 @@ export async function buildModel(
     const versions = await listVersions(dir);
     const files = await filesInVersions(dir, versions);
     const parsed = override ?? (await readConfig(dir));
-    let config = normalizeConfig(parsed, name, files, deps.registry);
-    const backend = deps.registry.get(config.backend as string) as Backend;
+    const config = normalizeConfig(parsed, name, files, deps.registry);
+    const ensemble = config.platform === ENSEMBLE_PLATFORM && !config.backend;
+    const backend = ensemble ? undefined : (deps.registry.get(config.backend as string) as Backend);
     const selected = selectVersions(versions, config.version_policy);
     const missing = (config.version_policy?.specific?.versions ?? []).filter((v) => !versions.includes(v));
-    const fileName = config.default_model_filename ?? backend.defaultModelFilename;
     if (selected.length === 0) {
+      const fileName = backend ? (config.default_model_filename ?? backend.defaultModelFilename) : '';
       throw new NereidError(
         'INVALID_ARG',
         versions.length === 0
@@ -58,33 +66,8 @@ export async function buildModel(
           : `model '${name}': version_policy selects none of the versions present [${versions.join(', ')}]`,
       );
     }
-    const backendConfig = deps.backendConfig.get(backend.name) ?? {};
-    const latestPath = join(dir, String(selected[selected.length - 1]), fileName);
-    await assertExists(latestPath, name);
-    config = await backend.autoComplete(config, {
-      modelName: name,
-      modelPath: latestPath,
-      backendConfig,
-      autoComplete: deps.autoComplete,
-      logger: log,
-      signal,
-    });
-    const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
-    if (problems.length > 0) throw configErrorsToException(problems);
-    deps.registry.checkSections(config, backend, name);
-    const specs = deps.registry.expandInstances(config, name, backend);
-    model.spec = resolveSpec(config, {
-      labels: await readLabels(dir, config),
-      sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
-    });
-    const spec = model.spec;
-    await Promise.all(
-      selected.map(async (v) => {
-        const entry: ModelVersion = { version: v, state: 'LOADING', reason: '', stats: new ModelStats() };
-        model.versions.set(v, entry);
-        await loadVersion(model, entry, spec, backend, backendConfig, specs, deps, signal);
-      }),
-    );
+    if (backend === undefined) await loadEnsemble(model, config, selected, deps);
+    else await loadBackendModel(model, config, backend, selected, deps, log, signal);
     for (const v of missing) {
       model.versions.set(v, {
         version: v,
@@ -105,6 +88,67 @@ export async function buildModel(
     log.error({ err: e.code === 'INTERNAL' ? e.cause : undefined }, `failed to load model '${name}': ${e.message}`);
   }
   return model;
+}
+
+/** An ensemble: its graph checked against its composing models (loaded first); one scheduler per version. */
+async function loadEnsemble(model: Model, config: ModelConfig, selected: number[], deps: LoaderDeps): Promise<void> {
+  const name = model.name;
+  const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
+  if (problems.length > 0) throw configErrorsToException(problems);
+  deps.registry.checkSections(config, ENSEMBLE_DESCRIPTOR, name);
+  const graph = await prepareEnsemble(config, deps);
+  model.spec = resolveSpec(config, { labels: await readLabels(model.dir, config), ensemble: graph });
+  for (const v of selected) {
+    model.versions.set(v, {
+      version: v,
+      state: 'READY',
+      reason: '',
+      stats: new ModelStats(),
+      scheduler: new EnsembleScheduler(graph, deps.runStep),
+      loadSeconds: 0,
+    });
+  }
+}
+
+/** A model run by a backend: auto-complete, checks, then each selected version's handle, instances, scheduler. */
+async function loadBackendModel(
+  model: Model,
+  normalized: ModelConfig,
+  backend: Backend,
+  selected: number[],
+  deps: LoaderDeps,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  const { name, dir } = model;
+  const fileName = normalized.default_model_filename ?? backend.defaultModelFilename;
+  const backendConfig = deps.backendConfig.get(backend.name) ?? {};
+  const latestPath = join(dir, String(selected[selected.length - 1]), fileName);
+  await assertExists(latestPath, name);
+  const config = await backend.autoComplete(normalized, {
+    modelName: name,
+    modelPath: latestPath,
+    backendConfig,
+    autoComplete: deps.autoComplete,
+    logger: log,
+    signal,
+  });
+  const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
+  if (problems.length > 0) throw configErrorsToException(problems);
+  deps.registry.checkSections(config, backend, name);
+  const specs = deps.registry.expandInstances(config, name, backend);
+  model.spec = resolveSpec(config, {
+    labels: await readLabels(dir, config),
+    sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
+  });
+  const spec = model.spec;
+  await Promise.all(
+    selected.map(async (v) => {
+      const entry: ModelVersion = { version: v, state: 'LOADING', reason: '', stats: new ModelStats() };
+      model.versions.set(v, entry);
+      await loadVersion(model, entry, spec, backend, backendConfig, specs, deps, signal);
+    }),
+  );
 }
 
 async function loadVersion(

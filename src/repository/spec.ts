@@ -1,6 +1,7 @@
 import type { ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
+import type { EnsembleGraph } from '../scheduler/ensemble/graph.js';
 import type { SequenceSpec } from '../scheduler/sequence/spec.js';
 
 /**
@@ -41,12 +42,15 @@ export interface ModelSpec {
   readonly labels: ReadonlyMap<string, readonly string[]>;
   /** `sequence_batching` resolved; undefined for a model without it. */
   readonly sequence: SequenceSpec | undefined;
+  /** An ensemble's steps; undefined for a model run by a backend. */
+  readonly ensemble: EnsembleGraph | undefined;
 }
 
 /** What `resolveSpec` is given beyond the config (read from files by the loader). */
 export interface SpecExtras {
   labels: ReadonlyMap<string, readonly string[]>;
   sequence?: SequenceSpec;
+  ensemble?: EnsembleGraph;
 }
 
 function tensorSpec(t: ModelInput | ModelOutput, batching: boolean, kind: string): TensorSpec {
@@ -83,5 +87,6 @@ export function resolveSpec(config: ModelConfig, extras: SpecExtras): ModelSpec 
     requiredInputs: Object.freeze([...inputs.values()].filter((t) => !t.optional).map((t) => t.name)),
     labels: extras.labels,
     sequence: extras.sequence,
+    ensemble: extras.ensemble,
   });
 }

@@ -1,5 +1,4 @@
 import type { EngineRequest, EngineResponse, Instance, Responder } from '../backends/contract.js';
-import { CancelWatch } from '../core/cancel-watch.js';
 import { CancelledError, InternalError, NereidError } from '../core/errors.js';
 import type { ScheduledResult, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
@@ -21,20 +20,32 @@ const NEVER = new AbortController().signal;
 
 /**
  * A batch's signal aborts when every member's signal has: only then may the engine stop the run. One listener
- * per distinct signal (members of one HTTP connection share theirs).
+ * per distinct signal (members of one HTTP connection share theirs), removed when the batch is done: a
+ * keep-alive connection's signal outlives thousands of batches and must not collect a listener from each.
  */
 class BatchCancel {
   readonly controller = new AbortController();
-  #left: number;
-  readonly watch = new CancelWatch<Member>(() => {
-    if (--this.#left === 0) this.controller.abort();
-  });
+  readonly #listeners = new Map<AbortSignal, () => void>();
   constructor(members: readonly Member[]) {
-    this.#left = members.length;
-    for (const m of members) this.watch.watch(m.signal, m);
+    // A member without a signal is never cancelled, so neither is the batch.
+    if (members.some((m) => m.signal === undefined)) return;
+    let left = members.length;
+    const counts = new Map<AbortSignal, number>();
+    for (const m of members) counts.set(m.signal as AbortSignal, (counts.get(m.signal as AbortSignal) ?? 0) + 1);
+    for (const [signal, n] of counts) {
+      const onAbort = (): void => {
+        left -= n;
+        if (left === 0) this.controller.abort();
+      };
+      if (signal.aborted) onAbort();
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.#listeners.set(signal, onAbort);
+      }
+    }
   }
-  release(members: readonly Member[]): void {
-    for (const m of members) this.watch.unwatch(m.signal, m);
+  release(): void {
+    for (const [signal, onAbort] of this.#listeners) signal.removeEventListener('abort', onAbort);
   }
 }
 
@@ -117,6 +128,6 @@ export async function runBatch(
       }
     }
   } finally {
-    cancel?.release(members);
+    cancel?.release();
   }
 }

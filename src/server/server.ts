@@ -33,7 +33,8 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
-import { takeSequenceParams } from './sequence-params.js';
+import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
+import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
 
 import { NEREID_VERSION } from '../core/version.js';
 
@@ -87,11 +88,14 @@ export class InferenceServer implements InferenceServerApi {
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
-    if (this.#mode === 'poll') {
-      const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
-      this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
-      this.#poller.unref();
-    }
+  }
+
+  /** Poll mode: rescans every `--repository-poll-secs`, from the end of the first load on. */
+  #startPolling(opts: InferenceServerOptions): void {
+    if (this.#mode !== 'poll') return;
+    const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
+    this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
+    this.#poller.unref();
   }
 
   /**
@@ -117,13 +121,16 @@ export class InferenceServer implements InferenceServerApi {
    */
   static async create(opts: InferenceServerOptions): Promise<InferenceServer> {
     const logger = opts.logger ?? noopLogger;
-    const repo = new ModelRepository({
+    // Ensemble steps run through the server's own request path; the server exists before any model loads.
+    const repo: ModelRepository = new ModelRepository({
       repositories: opts.repositories,
       registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
       autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,
       logger,
+      runStep: (step, signal): Promise<Tensor[]> => server.#runStep(step, signal),
     });
+    const server: InferenceServer = new InferenceServer(repo, opts);
     const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     if (mode === 'explicit') {
       await repo.scan();
@@ -141,7 +148,8 @@ export class InferenceServer implements InferenceServerApi {
         `failed to load ${failures.map((f) => `'${f.name}': ${f.reason}`).join('; ')} (start with --exit-on-error=false to serve the other models)`,
       );
     }
-    return new InferenceServer(repo, opts);
+    server.#startPolling(opts);
+    return server;
   }
 
   /** Live until the shutdown has finished (readiness turns false first). */
@@ -182,7 +190,11 @@ export class InferenceServer implements InferenceServerApi {
       }
     } else {
       v = latestReady(model);
-      if (!v) throw new NotFoundError(`Request for unknown model: '${name}' has no available versions`);
+      if (!v) {
+        throw new NotFoundError(
+          `Request for unknown model: '${name}' has no available versions${model.reason ? ` (${model.reason})` : ''}`,
+        );
+      }
     }
     return new Target(model, v, model.spec);
   }
@@ -258,21 +270,54 @@ export class InferenceServer implements InferenceServerApi {
     const requestStart = process.hrtime.bigint();
     const r = opts.resolved;
     const target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    const { sequence, rest } = takeSequenceParams(request.parameters);
+    if (sequence !== undefined && target.spec.sequence === undefined && target.spec.ensemble === undefined) {
+      throw new InvalidArgError(
+        `inference request to model '${target.model.name}' has sequence parameters (sequence_id, sequence_start, sequence_end), but the model has no sequence_batching; send them only to sequence models`,
+      );
+    }
+    return this.#run(target, request, opts, requestStart, sequence, rest);
+  }
+
+  /**
+   * One ensemble step, as a request of its own to the step's model: validated, scheduled (batched), counted in
+   * that model's statistics and metrics. The ensemble's sequence reaches only steps that are sequence models.
+   */
+  async #runStep(step: StepRequest, signal: AbortSignal): Promise<Tensor[]> {
+    const requestStart = process.hrtime.bigint();
+    const request: InferRequest = {
+      model: step.step.model,
+      version: step.step.version > 0 ? String(step.step.version) : undefined,
+      inputs: step.inputs,
+      outputs: step.outputs.map((name) => ({ name })),
+      parameters: step.parameters,
+    };
+    const target = this.#resolve(request.model, request.version);
+    const sequence =
+      step.correlationId !== undefined && (target.spec.sequence !== undefined || target.spec.ensemble !== undefined)
+        ? { correlationId: step.correlationId, start: step.sequence?.start ?? false, end: step.sequence?.end ?? false }
+        : undefined;
+    const response = await this.#run(target, request, { signal }, requestStart, sequence, step.parameters);
+    return response.outputs;
+  }
+
+  async #run(
+    target: Target,
+    request: InferRequest,
+    opts: InferOptions,
+    requestStart: bigint,
+    sequence: SequenceParams | undefined,
+    parameters: Parameters | undefined,
+  ): Promise<InferResponse> {
     const { model, versionEntry: version, spec } = target;
     const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
-    const { sequence, rest } = takeSequenceParams(request.parameters);
     let engineRequest = checked.request;
-    if (sequence !== undefined) {
-      if (spec.sequence === undefined) {
-        throw new InvalidArgError(
-          `inference request to model '${model.name}' has sequence parameters (sequence_id, sequence_start, sequence_end), but the model has no sequence_batching; send them only to sequence models`,
-        );
-      }
-      engineRequest = { ...engineRequest, correlationId: sequence.correlationId, parameters: rest };
-    } else if (rest !== request.parameters) engineRequest = { ...engineRequest, parameters: rest };
+    if (sequence !== undefined || parameters !== request.parameters) {
+      engineRequest = { ...engineRequest, correlationId: sequence?.correlationId, parameters };
+    }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     let result: ScheduledResult;
@@ -339,7 +384,7 @@ export class InferenceServer implements InferenceServerApi {
 
   async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName, opts.signal);
+    const name = await unloadByRequest(this.#repo, rawName, opts.signal, opts.unloadDependents ?? false);
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 

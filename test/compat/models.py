@@ -12,6 +12,8 @@ exercised against Nereid:
 - ``simple_dyna_sequence``: the same with a UINT64 CORRID control, oldest strategy; the END request's OUTPUT adds
   the correlation id (the shape of Triton's dyna sequence examples).
 - ``simple_string_dyna_sequence``: the same with a STRING CORRID (decimal ids, cast to INT32 by the model).
+- ``simple_ensemble``: an ensemble of two ``simple`` steps (from the example repository): S, D = A+B, A-B, then
+  OUTPUT0, OUTPUT1 = S+D, S-D (= 2A, 2B). No model file: only its config and an empty version folder.
 
 ONNX IR version 8, opset 17, like the bundled examples.
 """
@@ -141,7 +143,27 @@ def write_extra_repository(root: Path) -> list[str]:
     for name, (model, config) in models.items():
         _save(model, root / name / "1" / "model.onnx")
         (root / name / "config.pbtxt").write_text(config)
-    return sorted(models)
+    (root / "simple_ensemble" / "1").mkdir(parents=True, exist_ok=True)
+    (root / "simple_ensemble" / "config.pbtxt").write_text(_ENSEMBLE_CONFIG)
+    return sorted([*models, "simple_ensemble"])
+
+
+def _step(inputs: tuple[str, str], outputs: tuple[str, str]) -> str:
+    imap = " ".join(f'input_map {{ key: "INPUT{i}" value: "{t}" }}' for i, t in enumerate(inputs))
+    omap = " ".join(f'output_map {{ key: "OUTPUT{i}" value: "{t}" }}' for i, t in enumerate(outputs))
+    return f'{{ model_name: "simple" model_version: -1 {imap} {omap} }}'
+
+
+_ENSEMBLE_CONFIG = (
+    'name: "simple_ensemble"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+    + "".join(f'input {{ name: "INPUT{i}" data_type: TYPE_INT32 dims: [ 16 ] }}\n' for i in range(2))
+    + "".join(f'output {{ name: "OUTPUT{i}" data_type: TYPE_INT32 dims: [ 16 ] }}\n' for i in range(2))
+    + "ensemble_scheduling { step [ "
+    + _step(("INPUT0", "INPUT1"), ("S", "D"))
+    + ", "
+    + _step(("S", "D"), ("OUTPUT0", "OUTPUT1"))
+    + " ] }\n"
+)
 
 
 if __name__ == "__main__":
