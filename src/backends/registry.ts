@@ -27,7 +27,11 @@ function sectionsIn(config: ModelConfig): ConfigSection[] {
  * batcher adds control and state tensors, the ensemble scheduler runs other models, warm-up and the response
  * cache sit in front of the scheduler).
  */
-export const SCHEDULER_SECTIONS: readonly ConfigSection[] = Object.freeze(['sequence_batching', 'ensemble_scheduling']);
+export const SCHEDULER_SECTIONS: readonly ConfigSection[] = Object.freeze([
+  'sequence_batching',
+  'ensemble_scheduling',
+  'model_warmup',
+]);
 
 function hasAgents(section: unknown): boolean {
   const agents = (section as { agents?: unknown[] } | undefined)?.agents;

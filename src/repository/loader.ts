@@ -10,6 +10,7 @@ import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
 import { EnsembleScheduler, type StepRunner } from '../scheduler/ensemble/scheduler.js';
 import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
+import { loadWarmupSamples, runWarmup, type WarmupSample } from '../scheduler/warmup.js';
 import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
 import { ENSEMBLE_PLATFORM, normalizeConfig } from './normalize.js';
@@ -141,26 +142,39 @@ async function loadBackendModel(
     labels: await readLabels(dir, config),
     sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
   });
-  const spec = model.spec;
+  const plan: VersionPlan = {
+    spec: model.spec,
+    backend,
+    backendConfig,
+    instances: specs,
+    warmup: await loadWarmupSamples(config, dir),
+  };
   await Promise.all(
     selected.map(async (v) => {
       const entry: ModelVersion = { version: v, state: 'LOADING', reason: '', stats: new ModelStats() };
       model.versions.set(v, entry);
-      await loadVersion(model, entry, spec, backend, backendConfig, specs, deps, signal);
+      await loadVersion(model, entry, plan, deps, signal);
     }),
   );
+}
+
+/** What every version of a backend model is loaded from (resolved once per model). */
+interface VersionPlan {
+  spec: ModelSpec;
+  backend: Backend;
+  backendConfig: BackendConfig;
+  instances: Parameters<typeof InstancePool.create>[1];
+  warmup: readonly WarmupSample[];
 }
 
 async function loadVersion(
   model: Model,
   entry: ModelVersion,
-  spec: ModelSpec,
-  backend: Backend,
-  backendConfig: BackendConfig,
-  specs: Parameters<typeof InstancePool.create>[1],
+  plan: VersionPlan,
   deps: LoaderDeps,
   signal: AbortSignal,
 ): Promise<void> {
+  const { spec, backend } = plan;
   const started = process.hrtime.bigint();
   const logger = deps.logger.child({ model: model.name, version: entry.version });
   const fileName = spec.config.default_model_filename ?? backend.defaultModelFilename;
@@ -175,13 +189,22 @@ async function loadVersion(
         config: spec.config as ModelConfig,
         modelDir: model.dir,
         modelPath,
-        backendConfig,
+        backendConfig: plan.backendConfig,
         logLevel: deps.logger.level,
         logger,
       },
       signal,
     );
-    entry.pool = await InstancePool.create(entry.handle, specs, { logger }, signal);
+    entry.pool = await InstancePool.create(entry.handle, plan.instances, { logger }, signal);
+    // Warm-up comes before READY: no request reaches a cold instance.
+    if (plan.warmup.length > 0) {
+      const t = process.hrtime.bigint();
+      await runWarmup(entry.pool.instances, plan.warmup, spec.outputNames, signal);
+      logger.info(
+        { samples: plan.warmup.map((w) => w.name), seconds: Number(process.hrtime.bigint() - t) / 1e9 },
+        `warmed up model '${model.name}' version ${entry.version}`,
+      );
+    }
     entry.pool.on({ health: (h) => deps.onHealth(model, entry, h) });
     entry.scheduler = createScheduler(
       spec.config as ModelConfig,
@@ -191,6 +214,8 @@ async function loadVersion(
     entry.state = 'READY';
     entry.loadSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   } catch (err) {
+    await entry.pool?.destroy();
+    entry.pool = undefined;
     await entry.handle?.unload().catch(() => undefined);
     entry.handle = undefined;
     const e = NereidError.from(err);
