@@ -47,6 +47,8 @@ export interface ServeOptions {
   repositoryPollSecs?: number;
   /** `--trace-config` settings. */
   trace?: TraceOptions;
+  /** `--cache-config=local,size=<bytes>`: the response cache's size; no cache when absent. */
+  responseCacheBytes?: number;
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
@@ -128,6 +130,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    responseCacheBytes: opts.responseCacheBytes,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;

@@ -31,6 +31,7 @@ export const SCHEDULER_SECTIONS: readonly ConfigSection[] = Object.freeze([
   'sequence_batching',
   'ensemble_scheduling',
   'model_warmup',
+  'response_cache',
 ]);
 
 function hasAgents(section: unknown): boolean {

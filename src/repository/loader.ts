@@ -5,7 +5,7 @@ import type { BackendRegistry } from '../backends/registry.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
 import { configErrorsToException, parseModelConfigOrThrow, validateModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { CancelledError, NereidError } from '../core/errors.js';
+import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
 import { EnsembleScheduler, type StepRunner } from '../scheduler/ensemble/scheduler.js';
@@ -28,6 +28,8 @@ import { resolveSpec, type ModelSpec } from './spec.js';
 const ENSEMBLE_DESCRIPTOR = Object.freeze({ name: 'ensemble', sections: [] as const });
 
 export interface LoaderDeps extends EnsembleDeps {
+  /** The server has a response cache (`--cache-config`): versions of models that enable it use it. */
+  responseCache: boolean;
   /** Runs an ensemble step through the server (the facade's own request path). */
   runStep: StepRunner;
   registry: BackendRegistry;
@@ -67,8 +69,21 @@ export async function buildModel(
           : `model '${name}': version_policy selects none of the versions present [${versions.join(', ')}]`,
       );
     }
+    if (config.response_cache?.enable && config.sequence_batching) {
+      throw new InvalidArgError(
+        `Response Cache does not currently support model ${name} with sequence batching scheduler. Please disable the response cache.`,
+      );
+    }
     if (backend === undefined) await loadEnsemble(model, config, selected, deps);
     else await loadBackendModel(model, config, backend, selected, deps, log, signal);
+    if (config.response_cache?.enable) {
+      if (deps.responseCache) for (const v of model.versions.values()) v.stats.enableCache();
+      else {
+        log.warn(
+          `model '${name}' sets response_cache { enable: true }, but the server has no response cache; start it with --cache-config=local,size=<bytes>`,
+        );
+      }
+    }
     for (const v of missing) {
       model.versions.set(v, {
         version: v,

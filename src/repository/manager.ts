@@ -16,6 +16,8 @@ export interface RepositoryOptions {
   logger: Logger;
   /** Runs an ensemble step through the server facade (set by the server, which owns the request path). */
   runStep: StepRunner;
+  /** The server has a response cache. */
+  responseCache: boolean;
 }
 
 /**
@@ -58,6 +60,7 @@ export class ModelRepository {
         autoComplete: this.#opts.autoComplete,
         logger: this.#opts.logger,
         runStep: this.#opts.runStep,
+        responseCache: this.#opts.responseCache,
         dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
       });

@@ -2,7 +2,7 @@ import type { Backend, BackendConfig } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
-import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
+import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
@@ -34,6 +34,7 @@ import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
+import { cacheKey, ResponseCache } from './response-cache.js';
 import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
 
 import { NEREID_VERSION } from '../core/version.js';
@@ -60,6 +61,8 @@ export interface InferenceServerOptions {
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */
   trace?: TraceOptions;
+  /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
+  responseCacheBytes?: number;
   logger?: Logger;
 }
 
@@ -70,6 +73,9 @@ export class InferenceServer implements InferenceServerApi {
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
   readonly #tracer: Tracer;
+  readonly #cache: ResponseCache | undefined;
+  /** Versions already warned about a response too large for the cache (once each). */
+  readonly #tooLarge = new WeakSet<ModelVersion>();
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
   #observer: InferenceObserver = noopObserver;
@@ -88,6 +94,7 @@ export class InferenceServer implements InferenceServerApi {
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
+    this.#cache = opts.responseCacheBytes === undefined ? undefined : new ResponseCache(opts.responseCacheBytes);
   }
 
   /** Poll mode: rescans every `--repository-poll-secs`, from the end of the first load on. */
@@ -129,6 +136,7 @@ export class InferenceServer implements InferenceServerApi {
       autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,
       logger,
       runStep: (step, signal): Promise<Tensor[]> => server.#runStep(step, signal),
+      responseCache: opts.responseCacheBytes !== undefined,
     });
     const server: InferenceServer = new InferenceServer(repo, opts);
     const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
@@ -320,7 +328,17 @@ export class InferenceServer implements InferenceServerApi {
     }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
+    // The key is taken before scheduling: the inputs may be moved to an engine thread.
+    const cache = version.stats.cache === undefined ? undefined : this.#cache;
+    const key = cache && cacheKey(model.name, version.version, engineRequest, parameters);
+    const hit = key === undefined ? undefined : cache?.lookup(key);
+    const lookupNs = key === undefined ? 0 : Number(process.hrtime.bigint() - started);
     let result: ScheduledResult;
+    if (hit !== undefined) {
+      result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
+      version.stats.recordCacheHit(Number(process.hrtime.bigint() - started), lookupNs);
+      return this.#respond(target, request, checked.outputs, result);
+    }
     try {
       result = await scheduler.enqueue(engineRequest, {
         signal: opts.signal,
@@ -332,6 +350,7 @@ export class InferenceServer implements InferenceServerApi {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
       throw err;
     }
+    if (key !== undefined && cache !== undefined) this.#remember(cache, key, target, result, lookupNs);
     const totalNs = Number(process.hrtime.bigint() - started);
     version.stats.recordSuccess(batchSize, totalNs, result.queueNs, result.timings);
     this.#observer.requestSucceeded(model.name, version.version, {
@@ -348,7 +367,32 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    const outputs: Tensor[] = checked.outputs.map((req, i) => {
+    return this.#respond(target, request, checked.outputs, result);
+  }
+
+  /** Stores a computed answer; a response larger than the whole cache is said once per version. */
+  #remember(cache: ResponseCache, key: string, target: Target, result: ScheduledResult, lookupNs: number): void {
+    const t = process.hrtime.bigint();
+    const stored = cache.insert(key, result.outputs);
+    target.versionEntry.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - t));
+    if (stored === 'too_large' && !this.#tooLarge.has(target.versionEntry)) {
+      this.#tooLarge.add(target.versionEntry);
+      this.#logger.warn(
+        { model: target.model.name, version: target.version },
+        `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
+      );
+    }
+  }
+
+  /** The client's response: outputs in the order asked, reshaped to the config's dims, classified when asked. */
+  #respond(
+    target: Target,
+    request: InferRequest,
+    requested: readonly RequestedOutput[],
+    result: ScheduledResult,
+  ): InferResponse {
+    const { model, versionEntry: version, spec } = target;
+    const outputs: Tensor[] = requested.map((req, i) => {
       let t = result.outputs[i];
       const out = spec.outputs.get(req.name);
       if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
@@ -432,6 +476,8 @@ export class InferenceServer implements InferenceServerApi {
     return this.#closing;
   }
 }
+
+const NO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
 
 /** A resolved model version (ResolvedModel to protocols); stays valid while its version is READY. */
 class Target implements ResolvedModel {

@@ -12,6 +12,8 @@ exercised against Nereid:
 - ``simple_dyna_sequence``: the same with a UINT64 CORRID control, oldest strategy; the END request's OUTPUT adds
   the correlation id (the shape of Triton's dyna sequence examples).
 - ``simple_string_dyna_sequence``: the same with a STRING CORRID (decimal ids, cast to INT32 by the model).
+- ``simple_cached``: ``simple`` with ``response_cache { enable: true }`` (the servers run with
+  ``--cache-config=local,size=1048576``).
 - ``simple_ensemble``: an ensemble of two ``simple`` steps (from the example repository): S, D = A+B, A-B, then
   OUTPUT0, OUTPUT1 = S+D, S-D (= 2A, 2B). No model file: only its config and an empty version folder.
 
@@ -124,6 +126,10 @@ def write_extra_repository(root: Path) -> list[str]:
     models = {
         "simple_string": (_add_sub("simple_string", TensorProto.STRING, True), _add_sub_config("simple_string", "TYPE_STRING")),
         "simple_int8": (_add_sub("simple_int8", TensorProto.INT8, False), _add_sub_config("simple_int8", "TYPE_INT8")),
+        "simple_cached": (
+            _add_sub("simple_cached", TensorProto.INT32, False),
+            _add_sub_config("simple_cached", "TYPE_INT32") + "response_cache { enable: true }\n",
+        ),
         "simple_identity": (
             _identity_bytes(),
             'name: "simple_identity"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
