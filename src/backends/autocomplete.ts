@@ -16,6 +16,11 @@ export interface CompleteOptions {
   defaultMaxBatchSize: number;
   /** Receives what the operator should read (Triton logs it as a warning). */
   warn: (message: string) => void;
+  /**
+   * Inputs a request may leave out because the model has a default for them (onnxruntime's overridable
+   * initializers): never auto-filled, but a config may declare them (Triton: as `optional: true` inputs).
+   */
+  optionalInputs?: readonly TensorSignature[];
 }
 
 const fmt = (d: readonly number[]): string => `[${d.join(',')}]`;
@@ -69,12 +74,17 @@ export function completeConfig(
       config.dynamic_batching = {};
     }
   }
-  checkAgainstModel(config, sig, modelName);
+  checkAgainstModel(config, sig, modelName, opts.optionalInputs);
   return config;
 }
 
 /** A config that contradicts the model file is a load error naming both sides. */
-export function checkAgainstModel(config: ModelConfig, sig: ModelSignature, modelName: string): void {
+export function checkAgainstModel(
+  config: ModelConfig,
+  sig: ModelSignature,
+  modelName: string,
+  optionalInputs: readonly TensorSignature[] = [],
+): void {
   const batching = (config.max_batch_size ?? 0) > 0;
   const side = (kind: 'input' | 'output', cfg: (ModelInput | ModelOutput)[], model: TensorSignature[]): void => {
     const byName = new Map(model.map((t) => [t.name, t]));
@@ -103,7 +113,7 @@ export function checkAgainstModel(config: ModelConfig, sig: ModelSignature, mode
       }
     }
   };
-  side('input', config.input ?? [], sig.inputs);
+  side('input', config.input ?? [], [...sig.inputs, ...optionalInputs]);
   side('output', config.output ?? [], sig.outputs);
   const scheduled = scheduledInputNames(config);
   const declared = new Set([...(config.input ?? []).map((i) => i.name), ...scheduled]);

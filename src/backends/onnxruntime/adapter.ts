@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InferenceSession, Tensor as OrtTensor } from 'onnxruntime-node';
 import type { ModelConfig } from '../../config/model-config.js';
@@ -15,6 +15,7 @@ import type {
   TensorSignature,
 } from '../contract.js';
 import { dataTypeFromOrt, ORT_TYPES } from './datatypes.js';
+import { overridableSignatures, releaseInitializers, type Overridable } from './initializers.js';
 import { sessionOptionsFor } from './options.js';
 
 /**
@@ -149,11 +150,19 @@ class OrtInstance implements EngineInstance {
   readonly #session: InferenceSession;
   readonly #run: InferenceSession.RunOptions;
   readonly #ragged: ReadonlySet<string>;
+  /** Optional inputs backed by an initializer: fed their default when a batch leaves them out. */
+  readonly #defaults: readonly Overridable[];
 
-  constructor(session: InferenceSession, run: InferenceSession.RunOptions, ragged: ReadonlySet<string>) {
+  constructor(
+    session: InferenceSession,
+    run: InferenceSession.RunOptions,
+    ragged: ReadonlySet<string>,
+    defaults: readonly Overridable[],
+  ) {
     this.#session = session;
     this.#run = run;
     this.#ragged = ragged;
+    this.#defaults = defaults;
   }
 
   /** onnxruntime-node cannot stop a run: the signal is not consulted; the host answers cancelled requests. */
@@ -164,6 +173,8 @@ class OrtInstance implements EngineInstance {
     const feeds: Record<string, OrtTensor> = {};
     try {
       for (const t of joinInputs(requests, this.#ragged)) feeds[t.name] = toOrt(t);
+      // onnxruntime only reads its data: one default tensor serves every run.
+      for (const d of this.#defaults) feeds[d.initial.name] ??= toOrt(d.initial);
     } catch (err) {
       throw ortError(err, 'INVALID_ARG');
     }
@@ -194,9 +205,24 @@ async function openSession(
   logLevel: string,
 ) {
   const mapped = sessionOptionsFor(config, backendConfig);
-  const session = { ...mapped.session, logSeverityLevel: ortLogLevel(logLevel) } as InferenceSession.SessionOptions;
+  const options = { ...mapped.session, logSeverityLevel: ortLogLevel(logLevel) } as InferenceSession.SessionOptions;
+  const file = await resolveModelFile(modelPath);
+  let session: InferenceSession;
   try {
-    return { session: await InferenceSession.create(await resolveModelFile(modelPath), session), mapped };
+    session = await InferenceSession.create(file, options);
+  } catch (err) {
+    throw createError(err);
+  }
+  // Inputs the config declares that the session does not list: overridable initializers made real inputs.
+  const unlisted = new Set(
+    (config.input ?? []).map((i) => i.name as string).filter((n) => !session.inputNames.includes(n)),
+  );
+  if (unlisted.size === 0) return { session, mapped, defaults: [] };
+  const { model, defaults } = releaseInitializers(new Uint8Array(await readFile(file)), unlisted, config.name ?? '');
+  if (defaults.length === 0) return { session, mapped, defaults };
+  await session.release();
+  try {
+    return { session: await InferenceSession.create(model, options), mapped, defaults };
   } catch (err) {
     throw createError(err);
   }
@@ -222,7 +248,13 @@ export const adapter: EngineAdapter = {
     }
     try {
       const warnings: string[] = [];
+      // Only a config that declares inputs the session does not list needs the file read for its initializers.
+      const listed = new Set(session.inputNames);
+      const optionalInputs = (config.input ?? []).some((i) => !listed.has(i.name as string))
+        ? overridableSignatures(new Uint8Array(await readFile(file)), ctx.modelName)
+        : [];
       const completed = completeConfig(config, signatureOf(session), ctx.modelName, {
+        optionalInputs,
         autoComplete: ctx.autoComplete,
         defaultMaxBatchSize: defaultMaxBatchSize(ctx.backendConfig['default-max-batch-size']),
         warn: (w) => warnings.push(w),
@@ -237,8 +269,13 @@ export const adapter: EngineAdapter = {
     const ragged = new Set((ctx.config.input ?? []).filter((i) => i.allow_ragged_batch).map((i) => i.name as string));
     return {
       async createInstance() {
-        const { session, mapped } = await openSession(ctx.modelPath, ctx.config, ctx.backendConfig, ctx.logLevel);
-        return new OrtInstance(session, mapped.run as InferenceSession.RunOptions, ragged);
+        const { session, mapped, defaults } = await openSession(
+          ctx.modelPath,
+          ctx.config,
+          ctx.backendConfig,
+          ctx.logLevel,
+        );
+        return new OrtInstance(session, mapped.run as InferenceSession.RunOptions, ragged, defaults);
       },
       async unload() {},
     };
