@@ -303,6 +303,16 @@ describe('ensembles: load order, dependents and bad graphs', () => {
         ['S'],
         [step('add_sub', { INPUT0: 'A', INPUT1: 'B' }, { OUTPUT0: 'S', OUTPUT1: 'D' })],
       ),
+      namespaced: ensemble(
+        ['A', 'B'],
+        ['S', 'D'],
+        [
+          step('add_sub', { INPUT0: 'A', INPUT1: 'B' }, { OUTPUT0: 'S', OUTPUT1: 'D' }).replace(
+            'model_version',
+            'model_namespace: "ns" model_version',
+          ),
+        ],
+      ),
       self_cycle_a: ensemble(['A'], ['S'], [step('self_cycle_b', { A: 'A' }, { S: 'S' })], 8),
       self_cycle_b: ensemble(['A'], ['S'], [step('self_cycle_a', { A: 'A' }, { S: 'S' })], 8),
     };
@@ -327,6 +337,7 @@ describe('ensembles: load order, dependents and bad graphs', () => {
       assert.match(reason('unknown_model'), /'nope' is not in any model repository/);
       assert.match(reason('unused'), /ensemble tensor 'D' is unused in ensemble 'unused'/);
       assert.match(reason('self_cycle_a') + reason('self_cycle_b'), /depend on each other \(a cycle of ensembles\)/);
+      assert.match(reason('namespaced'), /step 0 sets model_namespace 'ns'; model namespacing is not supported/);
       assert.equal(index.find((m) => m.name === 'add_sub')?.state, 'READY');
     } finally {
       await s.close();

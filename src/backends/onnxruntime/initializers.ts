@@ -86,7 +86,7 @@ function* fields(buf: Uint8Array, from: number, to: number): Generator<Field> {
 const utf8 = new TextDecoder();
 
 /** A copy of bytes [from, to) in a buffer of its own (a Node Buffer's slice() would be a view into a pool). */
-function copyOf(buf: Uint8Array, from: number, to: number): Uint8Array {
+function copyOf(buf: Uint8Array, from: number, to: number): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(to - from);
   out.set(buf.subarray(from, to));
   return out;

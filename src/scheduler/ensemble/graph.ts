@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../../config/model-config.js';
 import type { DataType } from '../../core/datatypes.js';
-import { InvalidArgError } from '../../core/errors.js';
+import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 
 /**
  * An ensemble's `ensemble_scheduling { step [...] }` resolved once at load into a data-flow graph over ensemble
@@ -50,6 +50,11 @@ export function buildEnsembleGraph(config: ModelConfig): EnsembleGraph {
   const raw = asArray((config.ensemble_scheduling ?? {}).step);
   if (raw.length === 0) throw new InvalidArgError(`must specify 'step' for ensemble '${name}'`);
   const steps: EnsembleStep[] = raw.map((s, index) => {
+    if (typeof s.model_namespace === 'string' && s.model_namespace !== '') {
+      throw new UnsupportedError(
+        `ensemble '${name}': step ${index} sets model_namespace '${s.model_namespace}'; model namespacing is not supported by Nereid yet`,
+      );
+    }
     const inputMap = entries(s.input_map);
     const outputMap = entries(s.output_map);
     return Object.freeze({

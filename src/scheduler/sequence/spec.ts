@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelConfig } from '../../config/model-config.js';
 import { DATATYPES, dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
-import { InvalidArgError } from '../../core/errors.js';
+import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { decodeBytes, viewFixed, type TensorData } from '../../core/tensor.js';
 
 /**
@@ -78,6 +78,11 @@ export async function loadSequenceSpec(config: ModelConfig, modelDir: string): P
   const model = config.name ?? '';
   const sb = asObj(config.sequence_batching);
   const maxBatchSize = config.max_batch_size ?? 0;
+  if (sb.iterative_sequence === true) {
+    throw new UnsupportedError(
+      `model '${model}': sequence_batching.iterative_sequence is not supported by Nereid yet; remove it`,
+    );
+  }
   const controls = controlsOf(sb, model);
   for (const c of [controls.start, controls.end, controls.ready, controls.corrid]) {
     if (c && (config.input ?? []).some((i) => i.name === c.name)) {
@@ -173,6 +178,11 @@ async function stateOf(s: Obj, config: ModelConfig, modelDir: string): Promise<S
   const datatype = dataTypeFromConfig((s.data_type as string | undefined) ?? 'TYPE_INVALID');
   if (datatype === undefined) throw new InvalidArgError(`model '${model}': state '${inputName}' needs a data_type`);
   const dims = (asArray(s.dims) as unknown as number[]).map(Number);
+  if (s.use_growable_memory === true) {
+    throw new InvalidArgError(
+      `'use_growable_memory' can only work with KIND_GPU model instances, which Nereid does not run; set 'use_growable_memory' to false for state input '${inputName}'.`,
+    );
+  }
   const initials = asArray(s.initial_state);
   if (initials.length > 1) {
     throw new InvalidArgError(
