@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
-import { addSubModel, ELEM, writeModel } from '../fixtures/onnx-builder.js';
+import { accumulatorModel, addSubModel, ELEM, writeModel } from '../fixtures/onnx-builder.js';
 import { callUnary, inferenceClient, int32Bytes, int32Of } from '../helpers/grpc.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 
@@ -70,6 +70,15 @@ const MODELS: Record<string, string> = {
   ),
   slow: slowIdentity,
   via_slow: ensemble(['IN'], ['OUT'], [step('slow', { INPUT0: 'IN' }, { OUTPUT0: 'OUT' })], 8, '[ -1 ]'),
+  // A stateful step: the ensemble's sequence parameters reach it, the add_sub step ignores them.
+  acc: `backend: "onnxruntime" max_batch_size: 4 instance_group [{ count: 1 kind: KIND_CPU }]
+    input [ ${i32('INPUT', '[ 1 ]')} ] output [ ${i32('OUTPUT', '[ 1 ]')} ]
+    sequence_batching { control_input [
+      { name: "START" control [{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }] },
+      { name: "END" control [{ kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] }] },
+      { name: "READY" control [{ kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] }] } ]
+      state [{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] }] }`,
+  running_sum: ensemble(['X'], ['SUM'], [step('acc', { INPUT: 'X' }, { OUTPUT: 'SUM' })], 4, '[ 1 ]'),
   // Takes any length; its step takes 16.
   loose: ensemble(
     ['A', 'B'],
@@ -125,7 +134,10 @@ async function writeRepo(models: Record<string, string>): Promise<string> {
   for (const [name, config] of Object.entries(models)) {
     await mkdir(join(repo, name, '1'), { recursive: true });
     await writeFile(join(repo, name, 'config.pbtxt'), config);
-    if (config.includes('onnxruntime')) await writeModel(join(repo, name, '1', 'model.onnx'), addSubModel(ELEM.INT32));
+    if (config.includes('onnxruntime')) {
+      const onnx = config.includes('sequence_batching') ? accumulatorModel() : addSubModel(ELEM.INT32);
+      await writeModel(join(repo, name, '1', 'model.onnx'), onnx);
+    }
   }
   return repo;
 }
@@ -207,6 +219,29 @@ describe('ensembles', () => {
     const st = await stats(s.url, 'slow');
     assert.equal(st.inference_count, 4);
     assert.ok(st.execution_count < 4, `expected batching, got ${st.execution_count} executions`);
+  });
+
+  it('forwards the sequence parameters to a stateful step (a running sum through an ensemble)', async () => {
+    const sums: number[] = [];
+    for (const [i, x] of [5, 6, 7].entries()) {
+      const res = await fetch(`${s.url}/v2/models/running_sum/infer`, {
+        method: 'POST',
+        body: JSON.stringify({
+          inputs: [{ name: 'X', shape: [1, 1], datatype: 'INT32', data: [x] }],
+          parameters: { sequence_id: 'ens-1', sequence_start: i === 0, sequence_end: i === 2 },
+        }),
+      });
+      const body = (await res.json()) as Reply['body'];
+      assert.equal(res.status, 200, JSON.stringify(body));
+      sums.push(body.outputs?.[0].data[0] as number);
+    }
+    assert.deepEqual(sums, [5, 11, 18]);
+    const r = await infer(s.url, 'running_sum', { X: [1] }, [1, 1]);
+    assert.equal(r.status, 400);
+    assert.match(
+      r.body.error ?? '',
+      /^in ensemble 'running_sum', inference request to model 'acc' must specify a non-zero or non-empty correlation ID/,
+    );
   });
 
   it('runs the diamond over gRPC with raw contents', async () => {
