@@ -11,7 +11,7 @@
  * the main thread's busy time per request (event-loop utilization) is reported beside, as it is the cost the
  * ensemble adds and is less sensitive to other processes than throughput.
  *
- *   npm run build && node --import tsx bench/ensemble.ts [--seconds 1.5] [--rounds 6]
+ *   npm run build && node --import tsx bench/ensemble.ts [--seconds 1.5] [--rounds 6] [--in-process]
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -32,6 +32,8 @@ const arg = (name: string, d: number): number => {
 const SECONDS = arg('seconds', 1.5);
 const ROUNDS = arg('rounds', 6);
 const CONCURRENCY = 16;
+/** `--in-process`: skip the HTTP rows (the overhead figure needs only the in-process ones). */
+const HTTP = !process.argv.includes('--in-process');
 const MM = 512;
 
 const stepCfg = (name: string, io: string) =>
@@ -233,21 +235,25 @@ try {
       progress(`${p.name}: round ${r + 1}/${ROUNDS}`);
       runs.steps.push(await closedLoop(viaSteps));
       runs.ensemble.push(await closedLoop(viaEnsemble));
-      runs['http steps'].push(await closedLoop(httpSteps));
-      runs['http ensemble'].push(await closedLoop(httpEnsemble));
+      if (HTTP) {
+        runs['http steps'].push(await closedLoop(httpSteps));
+        runs['http ensemble'].push(await closedLoop(httpEnsemble));
+      }
     }
     const s = med(runs.steps);
     const e = med(runs.ensemble);
     lines.push(`${p.name}, concurrency ${CONCURRENCY}, ${SECONDS} s × ${ROUNDS} alternating rounds (medians)`);
-    for (const [k, rs] of Object.entries(runs)) lines.push(`  ${k.padEnd(14)} ${fmt(med(rs))}`);
+    for (const [k, rs] of Object.entries(runs)) if (rs.length > 0) lines.push(`  ${k.padEnd(14)} ${fmt(med(rs))}`);
     lines.push(
       `  in-process ensemble overhead: throughput ${((s.rps / e.rps - 1) * 100).toFixed(1)} %, p50 ${((e.p50 / s.p50 - 1) * 100).toFixed(1)} %, p99 ${((e.p99 / s.p99 - 1) * 100).toFixed(1)} %, main thread ${(e.busyUs - s.busyUs).toFixed(1)} µs/request, CPU ${((e.cpuUs / s.cpuUs - 1) * 100).toFixed(1)} %`,
     );
-    const hs = med(runs['http steps']);
-    const he = med(runs['http ensemble']);
-    lines.push(
-      `  over HTTP the ensemble answers ${(hs.p50 / he.p50).toFixed(2)}× faster (p50) than three client calls`,
-    );
+    if (HTTP) {
+      const hs = med(runs['http steps']);
+      const he = med(runs['http ensemble']);
+      lines.push(
+        `  over HTTP the ensemble answers ${(hs.p50 / he.p50).toFixed(2)}× faster (p50) than three client calls`,
+      );
+    }
   }
 } finally {
   agent.destroy();

@@ -291,7 +291,7 @@ export class InferenceServer implements InferenceServerApi {
    * One ensemble step, as a request of its own to the step's model: validated, scheduled (batched), counted in
    * that model's statistics and metrics. The ensemble's sequence reaches only steps that are sequence models.
    */
-  async #runStep(step: StepRequest, signal: AbortSignal): Promise<Tensor[]> {
+  async #runStep(step: StepRequest, signal: AbortSignal | undefined): Promise<Tensor[]> {
     const requestStart = process.hrtime.bigint();
     const request: InferRequest = {
       model: step.step.model,

@@ -121,7 +121,7 @@ const zip = (f: (a: number, b: number) => number) => A.map((a, i) => f(a, B[i]))
 interface Stats {
   inference_count: number;
   execution_count: number;
-  inference_stats: { success: { count: number } };
+  inference_stats: { success: { count: number }; fail?: { count: number } };
   batch_stats: { batch_size: number; compute_infer: { count: number } }[];
 }
 async function stats(url: string, model: string): Promise<Stats> {
@@ -242,6 +242,21 @@ describe('ensembles', () => {
       r.body.error ?? '',
       /^in ensemble 'running_sum', inference request to model 'acc' must specify a non-zero or non-empty correlation ID/,
     );
+  });
+
+  it('CANCEL - a client that goes away cancels the step it was waiting for', async () => {
+    const failed = async () => (await stats(s.url, 'slow')).inference_stats.fail?.count ?? 0;
+    const before = await failed();
+    // The slow step waits up to 100 ms in its batcher's queue: the client leaves after 20 ms.
+    await assert.rejects(
+      fetch(`${s.url}/v2/models/via_slow/infer`, {
+        method: 'POST',
+        signal: AbortSignal.timeout(20),
+        body: JSON.stringify({ inputs: [{ name: 'IN', shape: [1, 1], datatype: 'INT32', data: [1] }] }),
+      }),
+    );
+    for (let i = 0; i < 50 && (await failed()) === before; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal((await failed()) - before, 1);
   });
 
   it('runs the diamond over gRPC with raw contents', async () => {

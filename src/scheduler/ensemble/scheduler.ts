@@ -31,7 +31,7 @@ export interface StepRequest {
 }
 
 /** Runs one step through the server; resolves with the requested outputs in order. */
-export type StepRunner = (request: StepRequest, signal: AbortSignal) => Promise<Tensor[]>;
+export type StepRunner = (request: StepRequest, signal: AbortSignal | undefined) => Promise<Tensor[]>;
 
 const ZERO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
 
@@ -89,12 +89,10 @@ class EnsembleRun {
   readonly #uses: Map<string, number>;
   /** Per step: tensors it still waits for. */
   readonly #waiting: number[];
-  readonly #abort = new AbortController();
   #left: number;
   #settled = false;
   #resolve!: (r: ScheduledResult) => void;
   #reject!: (e: unknown) => void;
-  readonly #onClientAbort = (): void => this.#fail(new CancelledError('request was cancelled'));
 
   constructor(graph: EnsembleGraph, runner: StepRunner, request: EngineRequest, opts: ScheduleOptions) {
     this.#graph = graph;
@@ -109,7 +107,6 @@ class EnsembleRun {
     });
     for (const t of request.inputs) this.#tensors.set(t.name, t);
     this.#waiting = graph.steps.map((s) => s.reads.filter((t) => !this.#tensors.has(t)).length);
-    opts.signal?.addEventListener('abort', this.#onClientAbort, { once: true });
     for (const i of graph.roots) this.#launch(graph.steps[i]);
   }
 
@@ -123,6 +120,8 @@ class EnsembleRun {
   }
 
   #launch(step: EnsembleStep): void {
+    // After a failure nothing new starts; steps already running finish and are ignored.
+    if (this.#settled) return;
     const r = this.#request;
     const request: StepRequest = {
       step,
@@ -132,7 +131,9 @@ class EnsembleRun {
       correlationId: r.correlationId,
       sequence: this.#opts.sequence,
     };
-    this.#runner(request, this.#abort.signal).then(
+    // Steps take the client's own signal: a cancelled client cancels its steps where they are, with no
+    // per-request controller or listeners (an HTTP connection's signal is shared by all its requests).
+    this.#runner(request, this.#opts.signal).then(
       (outputs) => this.#done(step, outputs),
       (err: unknown) => this.#fail(err),
     );
@@ -147,16 +148,15 @@ class EnsembleRun {
       }
     });
     if (--this.#left > 0) return;
-    this.#finish();
+    this.#settled = true;
     const outs = this.#request.outputs.map((name) => this.#take(name, name));
     this.#resolve({ outputs: outs, timings: ZERO_TIMINGS, queueNs: 0, executedBatchSize: this.#request.batchSize });
   }
 
-  /** The first failure answers the request (Triton's "in ensemble" prefix, the step's code); the rest stop. */
+  /** The first failure answers the request (Triton's "in ensemble" prefix, the step's code). */
   #fail(err: unknown): void {
     if (this.#settled) return;
-    this.#finish();
-    this.#abort.abort();
+    this.#settled = true;
     const e = NereidError.from(err);
     this.#reject(
       e.code === 'CANCELLED' && this.#opts.signal?.aborted
@@ -166,10 +166,5 @@ class EnsembleRun {
             unexpected: e.unexpected,
           }),
     );
-  }
-
-  #finish(): void {
-    this.#settled = true;
-    this.#opts.signal?.removeEventListener('abort', this.#onClientAbort);
   }
 }
