@@ -115,15 +115,18 @@ interface Result {
   busyUs: number;
   /** Process CPU (every thread: main, engines) µs per request. */
   cpuUs: number;
+  /** Mean batch size the step model ran. */
+  batch: number;
 }
 
 /** Closed loop: CONCURRENCY workers, each sending the next request when its last one is answered. */
-async function closedLoop(once: () => Promise<void>): Promise<Result> {
+async function closedLoop(once: () => Promise<void>, model: string): Promise<Result> {
   const warmupEnd = performance.now() + 500;
   while (performance.now() < warmupEnd) await Promise.all(Array.from({ length: CONCURRENCY }, once));
   const lat: number[] = [];
   const elu0 = performance.eventLoopUtilization();
   const cpu0 = process.cpuUsage();
+  const stats0 = server.modelStatistics(model)[0];
   const end = performance.now() + SECONDS * 1000;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -136,6 +139,7 @@ async function closedLoop(once: () => Promise<void>): Promise<Result> {
   );
   const elu = performance.eventLoopUtilization(elu0);
   const cpu = process.cpuUsage(cpu0);
+  const stats1 = server.modelStatistics(model)[0];
   lat.sort((a, b) => a - b);
   return {
     rps: lat.length / SECONDS,
@@ -143,6 +147,7 @@ async function closedLoop(once: () => Promise<void>): Promise<Result> {
     p99: percentile(lat, 99),
     busyUs: (elu.active * 1000) / lat.length,
     cpuUs: (cpu.user + cpu.system) / lat.length,
+    batch: (stats1.inference_count - stats0.inference_count) / (stats1.execution_count - stats0.execution_count),
   };
 }
 
@@ -185,7 +190,7 @@ const port = running.httpPort as number;
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 const lines: string[] = [];
 const fmt = (r: Result) =>
-  `${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  main thread ${r.busyUs.toFixed(1).padStart(6)} µs/req  cpu ${r.cpuUs.toFixed(1).padStart(6)} µs/req`;
+  `${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  main thread ${r.busyUs.toFixed(1).padStart(6)} µs/req  cpu ${r.cpuUs.toFixed(1).padStart(6)} µs/req  step batch ${r.batch.toFixed(1)}`;
 /** Medians of each field over the rounds. */
 const med = (rs: Result[]): Result => {
   const m = (f: (r: Result) => number) => median(rs.map(f));
@@ -195,6 +200,7 @@ const med = (rs: Result[]): Result => {
     p99: m((r) => r.p99),
     busyUs: m((r) => r.busyUs),
     cpuUs: m((r) => r.cpuUs),
+    batch: m((r) => r.batch),
   };
 };
 try {
@@ -233,11 +239,11 @@ try {
     for (let r = 0; r < ROUNDS; r++) {
       // Interleaved, so drift on a shared machine hits both sides alike.
       progress(`${p.name}: round ${r + 1}/${ROUNDS}`);
-      runs.steps.push(await closedLoop(viaSteps));
-      runs.ensemble.push(await closedLoop(viaEnsemble));
+      runs.steps.push(await closedLoop(viaSteps, p.model));
+      runs.ensemble.push(await closedLoop(viaEnsemble, p.model));
       if (HTTP) {
-        runs['http steps'].push(await closedLoop(httpSteps));
-        runs['http ensemble'].push(await closedLoop(httpEnsemble));
+        runs['http steps'].push(await closedLoop(httpSteps, p.model));
+        runs['http ensemble'].push(await closedLoop(httpEnsemble, p.model));
       }
     }
     const s = med(runs.steps);
