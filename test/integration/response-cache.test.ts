@@ -77,7 +77,8 @@ describe('response cache', () => {
     const second = await infer(s.url, 'cached', [1, 2, 3]);
     assert.deepEqual(second.body.outputs?.[0].data, [1, 2, 3]);
     assert.ok(first.ms >= 90, `the first request ran the model (${first.ms.toFixed(0)} ms)`);
-    assert.ok(second.ms < first.ms / 2, `the hit took ${second.ms.toFixed(1)} ms, the miss ${first.ms.toFixed(1)} ms`);
+    // The hit's own wall time is not asserted (a loaded machine can make it slow too): the counts show it did
+    // not run the model.
     const st = await stats(s.url, 'cached');
     assert.deepEqual(
       [st.execution_count, st.inference_count, st.inference_stats.success.count],
