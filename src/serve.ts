@@ -121,6 +121,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
     gpus: opts.gpus ?? (await cudaDeviceIds()),
+    responseCacheBytes: opts.responseCacheBytes,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;

@@ -9,6 +9,7 @@ import {
   parseBackendConfig,
   parseFlags,
   parseTraceConfig,
+  parseCacheConfig,
   type FlagSpec,
   type FlagValues,
 } from './flags.js';
@@ -81,6 +82,7 @@ async function runServe(argv: string[]): Promise<number> {
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
     trace: parseTraceConfig(v),
+    responseCacheBytes: parseCacheConfig(v),
     allowGrpc: v['allow-grpc'] as boolean,
     grpcPort: v['grpc-port'] as number,
     grpcAddress: v['grpc-address'] as string,

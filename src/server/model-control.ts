@@ -53,7 +53,12 @@ export async function loadByRequest(
 }
 
 /** Unloads a loaded model or a known one (idempotent); a name the repositories never had is NOT_FOUND. */
-export async function unloadByRequest(repo: ModelRepository, rawName: string, signal?: AbortSignal): Promise<string> {
+export async function unloadByRequest(
+  repo: ModelRepository,
+  rawName: string,
+  signal?: AbortSignal,
+  dependents = false,
+): Promise<string> {
   const name = checkModelName(rawName);
   const model = repo.get(name);
   if (!model && !repo.found().has(name)) {
@@ -61,9 +66,9 @@ export async function unloadByRequest(repo: ModelRepository, rawName: string, si
       `failed to unload '${name}': no model named '${name}' is loaded or in the model repositories`,
     );
   }
-  // No ensembles yet, so there are no dependents to unload with it. An unload is not undone when its caller goes
-  // away: the caller only stops waiting.
-  const unloading = repo.unload(name);
+  // With `unload_dependents`, the ensembles using it go too (else they turn UNAVAILABLE naming it). An unload is
+  // not undone when its caller goes away: the caller only stops waiting.
+  const unloading = repo.unload(name, { dependents });
   if (signal !== undefined) await abortable(unloading, signal, `unload of '${name}' was cancelled by the client`);
   else await unloading;
   return name;

@@ -2,7 +2,7 @@ import type { Backend, BackendConfig } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
-import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
+import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
@@ -33,6 +33,9 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
+import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
+import { cacheKey, ResponseCache } from './response-cache.js';
+import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
 
 import { NEREID_VERSION } from '../core/version.js';
 
@@ -58,6 +61,8 @@ export interface InferenceServerOptions {
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */
   trace?: TraceOptions;
+  /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
+  responseCacheBytes?: number;
   logger?: Logger;
 }
 
@@ -68,6 +73,9 @@ export class InferenceServer implements InferenceServerApi {
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
   readonly #tracer: Tracer;
+  readonly #cache: ResponseCache | undefined;
+  /** Versions already warned about a response too large for the cache (once each). */
+  readonly #tooLarge = new WeakSet<ModelVersion>();
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
   #observer: InferenceObserver = noopObserver;
@@ -86,11 +94,15 @@ export class InferenceServer implements InferenceServerApi {
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
-    if (this.#mode === 'poll') {
-      const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
-      this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
-      this.#poller.unref();
-    }
+    this.#cache = opts.responseCacheBytes === undefined ? undefined : new ResponseCache(opts.responseCacheBytes);
+  }
+
+  /** Poll mode: rescans every `--repository-poll-secs`, from the end of the first load on. */
+  #startPolling(opts: InferenceServerOptions): void {
+    if (this.#mode !== 'poll') return;
+    const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
+    this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
+    this.#poller.unref();
   }
 
   /**
@@ -116,13 +128,17 @@ export class InferenceServer implements InferenceServerApi {
    */
   static async create(opts: InferenceServerOptions): Promise<InferenceServer> {
     const logger = opts.logger ?? noopLogger;
-    const repo = new ModelRepository({
+    // Ensemble steps run through the server's own request path; the server exists before any model loads.
+    const repo: ModelRepository = new ModelRepository({
       repositories: opts.repositories,
       registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
       autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,
       logger,
+      runStep: (step, signal): Promise<Tensor[]> => server.#runStep(step, signal),
+      responseCache: opts.responseCacheBytes !== undefined,
     });
+    const server: InferenceServer = new InferenceServer(repo, opts);
     const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     if (mode === 'explicit') {
       await repo.scan();
@@ -140,7 +156,8 @@ export class InferenceServer implements InferenceServerApi {
         `failed to load ${failures.map((f) => `'${f.name}': ${f.reason}`).join('; ')} (start with --exit-on-error=false to serve the other models)`,
       );
     }
-    return new InferenceServer(repo, opts);
+    server.#startPolling(opts);
+    return server;
   }
 
   /** Live until the shutdown has finished (readiness turns false first). */
@@ -181,7 +198,11 @@ export class InferenceServer implements InferenceServerApi {
       }
     } else {
       v = latestReady(model);
-      if (!v) throw new NotFoundError(`Request for unknown model: '${name}' has no available versions`);
+      if (!v) {
+        throw new NotFoundError(
+          `Request for unknown model: '${name}' has no available versions${model.reason ? ` (${model.reason})` : ''}`,
+        );
+      }
     }
     return new Target(model, v, model.spec);
   }
@@ -257,24 +278,79 @@ export class InferenceServer implements InferenceServerApi {
     const requestStart = process.hrtime.bigint();
     const r = opts.resolved;
     const target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    const { sequence, rest } = takeSequenceParams(request.parameters);
+    if (sequence !== undefined && target.spec.sequence === undefined && target.spec.ensemble === undefined) {
+      throw new InvalidArgError(
+        `inference request to model '${target.model.name}' has sequence parameters (sequence_id, sequence_start, sequence_end), but the model has no sequence_batching; send them only to sequence models`,
+      );
+    }
+    return this.#run(target, request, opts, requestStart, sequence, rest);
+  }
+
+  /**
+   * One ensemble step, as a request of its own to the step's model: validated, scheduled (batched), counted in
+   * that model's statistics and metrics. The ensemble's sequence reaches only steps that are sequence models.
+   */
+  async #runStep(step: StepRequest, signal: AbortSignal | undefined): Promise<Tensor[]> {
+    const requestStart = process.hrtime.bigint();
+    const request: InferRequest = {
+      model: step.step.model,
+      version: step.step.version > 0 ? String(step.step.version) : undefined,
+      inputs: step.inputs,
+      outputs: step.outputs.map((name) => ({ name })),
+      parameters: step.parameters,
+    };
+    const target = this.#resolve(request.model, request.version);
+    const sequence =
+      step.correlationId !== undefined && (target.spec.sequence !== undefined || target.spec.ensemble !== undefined)
+        ? { correlationId: step.correlationId, start: step.sequence?.start ?? false, end: step.sequence?.end ?? false }
+        : undefined;
+    const response = await this.#run(target, request, { signal }, requestStart, sequence, step.parameters);
+    return response.outputs;
+  }
+
+  async #run(
+    target: Target,
+    request: InferRequest,
+    opts: InferOptions,
+    requestStart: bigint,
+    sequence: SequenceParams | undefined,
+    parameters: Parameters | undefined,
+  ): Promise<InferResponse> {
     const { model, versionEntry: version, spec } = target;
     const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
+    let engineRequest = checked.request;
+    if (sequence !== undefined || parameters !== request.parameters) {
+      engineRequest = { ...engineRequest, correlationId: sequence?.correlationId, parameters };
+    }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
+    // The key is taken before scheduling: the inputs may be moved to an engine thread.
+    const cache = version.stats.cache === undefined ? undefined : this.#cache;
+    const key = cache && cacheKey(model.name, version.version, engineRequest, parameters);
+    const hit = key === undefined ? undefined : cache?.lookup(key);
+    const lookupNs = key === undefined ? 0 : Number(process.hrtime.bigint() - started);
     let result: ScheduledResult;
+    if (hit !== undefined) {
+      result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
+      version.stats.recordCacheHit(Number(process.hrtime.bigint() - started), lookupNs);
+      return this.#respond(target, request, checked.outputs, result);
+    }
     try {
-      result = await scheduler.enqueue(checked.request, {
+      result = await scheduler.enqueue(engineRequest, {
         signal: opts.signal,
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
+        sequence: sequence && { start: sequence.start, end: sequence.end },
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
       throw err;
     }
+    if (key !== undefined && cache !== undefined) this.#remember(cache, key, target, result, lookupNs);
     const totalNs = Number(process.hrtime.bigint() - started);
     version.stats.recordSuccess(batchSize, totalNs, result.queueNs, result.timings);
     this.#observer.requestSucceeded(model.name, version.version, {
@@ -291,7 +367,32 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    const outputs: Tensor[] = checked.outputs.map((req, i) => {
+    return this.#respond(target, request, checked.outputs, result);
+  }
+
+  /** Stores a computed answer; a response larger than the whole cache is said once per version. */
+  #remember(cache: ResponseCache, key: string, target: Target, result: ScheduledResult, lookupNs: number): void {
+    const t = process.hrtime.bigint();
+    const stored = cache.insert(key, result.outputs);
+    target.versionEntry.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - t));
+    if (stored === 'too_large' && !this.#tooLarge.has(target.versionEntry)) {
+      this.#tooLarge.add(target.versionEntry);
+      this.#logger.warn(
+        { model: target.model.name, version: target.version },
+        `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
+      );
+    }
+  }
+
+  /** The client's response: outputs in the order asked, reshaped to the config's dims, classified when asked. */
+  #respond(
+    target: Target,
+    request: InferRequest,
+    requested: readonly RequestedOutput[],
+    result: ScheduledResult,
+  ): InferResponse {
+    const { model, versionEntry: version, spec } = target;
+    const outputs: Tensor[] = requested.map((req, i) => {
       let t = result.outputs[i];
       const out = spec.outputs.get(req.name);
       if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
@@ -327,7 +428,7 @@ export class InferenceServer implements InferenceServerApi {
 
   async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName, opts.signal);
+    const name = await unloadByRequest(this.#repo, rawName, opts.signal, opts.unloadDependents ?? false);
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
@@ -375,6 +476,8 @@ export class InferenceServer implements InferenceServerApi {
     return this.#closing;
   }
 }
+
+const NO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
 
 /** A resolved model version (ResolvedModel to protocols); stays valid while its version is READY. */
 class Target implements ResolvedModel {

@@ -1,6 +1,7 @@
 import { CancelledError, InternalError, InvalidArgError, NereidError } from '../../../core/errors.js';
 import type { Tensor } from '../../../core/tensor.js';
-import type { ExecuteTimings } from '../../contract.js';
+import koffi from 'koffi';
+import type { ExecuteTimings, TensorSignature } from '../../contract.js';
 import { callAsync, check, ortApi, OrtStatusError, type Out, type Ptr } from './api.js';
 import type { OrtSession, SessionTensor } from './session.js';
 import { createInput, readOutput, type InputValue } from './tensors.js';
@@ -33,6 +34,11 @@ export interface RunnerOptions {
   cpuMemoryInfo: Ptr;
   allocator: Ptr;
   tag: string;
+  /**
+   * Overridable initializers the config declares as (optional) inputs: graph inputs with a default in the file, which
+   * onnxruntime does not list among the session's inputs but accepts as feeds by name.
+   */
+  overridable?: readonly TensorSignature[];
 }
 
 export class OrtRunner {
@@ -40,6 +46,7 @@ export class OrtRunner {
   readonly #opts: RunnerOptions;
   readonly #runOptions: Ptr;
   readonly #inputs: ReadonlyMap<string, SessionTensor>;
+  readonly #ownNames: SessionTensor[];
   readonly #outputs: ReadonlyMap<string, SessionTensor>;
   #terminated = false;
   #running = false;
@@ -49,7 +56,15 @@ export class OrtRunner {
     const api = ortApi();
     this.#session = session;
     this.#opts = opts;
-    this.#inputs = new Map(session.inputs.map((t) => [t.name, t]));
+    const extra = (opts.overridable ?? []).filter((t) => !session.inputs.some((i) => i.name === t.name));
+    // Their names as C strings of our own, alive as long as the runner (released in release()).
+    this.#ownNames = extra.map((t) => {
+      const bytes = Buffer.from(`${t.name}\0`, 'utf8');
+      const ptr = koffi.alloc('char', bytes.length) as Ptr;
+      koffi.encode(ptr, 'char', bytes, bytes.length);
+      return { ...t, namePtr: ptr };
+    });
+    this.#inputs = new Map([...session.inputs, ...this.#ownNames].map((t) => [t.name, t]));
     this.#outputs = new Map(session.outputs.map((t) => [t.name, t]));
     const out: Out = [null];
     check(api.CreateRunOptions(out));
@@ -168,5 +183,6 @@ export class OrtRunner {
     if (this.#running) throw new InternalError('onnxruntime runner released during a run');
     this.#released = true;
     ortApi().ReleaseRunOptions(this.#runOptions);
+    for (const t of this.#ownNames) koffi.free(t.namePtr);
   }
 }
