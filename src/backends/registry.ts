@@ -83,10 +83,13 @@ export class BackendRegistry {
     }
   }
 
-  /** Triton's KIND_AUTO: GPU when the backend can use one and the machine has one, else CPU. */
-  resolveKind(kind: ModelInstanceGroup['kind'], backend: Backend): InstanceKind {
+  /**
+   * Triton's KIND_AUTO: GPU when the backend can use one now (it lists KIND_GPU first: e.g. onnxruntime with its
+   * CUDA provider installed) and the machine has one, else CPU.
+   */
+  resolveKind(kind: ModelInstanceGroup['kind'], backend: Pick<Backend, 'kinds'>): InstanceKind {
     if (kind === undefined || kind === 'KIND_AUTO') {
-      return backend.kinds.includes('KIND_GPU') && this.#gpus.length > 0 ? 'KIND_GPU' : 'KIND_CPU';
+      return backend.kinds[0] === 'KIND_GPU' && this.#gpus.length > 0 ? 'KIND_GPU' : 'KIND_CPU';
     }
     return kind;
   }
