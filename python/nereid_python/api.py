@@ -363,17 +363,37 @@ class _Call:
             if self.final:
                 return
         # Whoever reads the socket delivers the answer; when nobody does, this loop reads it as soon as it arrives.
-        fd = ch._sock.fileno()
-        try:
-            loop.add_reader(fd, ch.poll)
-            added = True
-        except (RuntimeError, ValueError, NotImplementedError):
-            added = False
+        watching = _watch_channel(loop, ch)
         try:
             await done
         finally:
-            if added:
-                loop.remove_reader(fd)
+            if watching:
+                _unwatch_channel(loop, ch)
+
+
+#: Event loops reading the channel while async BLS calls wait, with how many calls wait on each: one fd has one
+#: reader callback per loop, so the callback stays until the last waiting call is answered.
+_watchers: dict = {}
+
+
+def _watch_channel(loop, ch) -> bool:
+    n = _watchers.get(loop, 0)
+    if n == 0:
+        try:
+            loop.add_reader(ch._sock.fileno(), ch.poll)
+        except (RuntimeError, ValueError, NotImplementedError):
+            return False
+    _watchers[loop] = n + 1
+    return True
+
+
+def _unwatch_channel(loop, ch) -> None:
+    n = _watchers.get(loop, 0) - 1
+    if n <= 0:
+        _watchers.pop(loop, None)
+        loop.remove_reader(ch._sock.fileno())
+    else:
+        _watchers[loop] = n
 
 
 class _ResponseIterator:

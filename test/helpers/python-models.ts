@@ -36,7 +36,13 @@ export interface Loaded {
 
 export async function loadPython(
   name: string,
-  opts: { dir?: string; backendConfig?: BackendConfig; caller?: ModelCaller; logger?: Logger; config?: ModelConfig } = {},
+  opts: {
+    dir?: string;
+    backendConfig?: BackendConfig;
+    caller?: ModelCaller;
+    logger?: Logger;
+    config?: ModelConfig;
+  } = {},
 ): Promise<Loaded> {
   const dir = join(opts.dir ?? FIXTURES, name);
   const config = opts.config ?? fixtureConfig(dir);
@@ -56,7 +62,13 @@ export async function loadPython(
     handle,
     config,
     instance: async (index = 0) =>
-      (await handle.createInstance({ name: `${name}_${index}`, index, kind: 'KIND_CPU', device: -1, profiles: [] })) as Instance & {
+      (await handle.createInstance({
+        name: `${name}_${index}`,
+        index,
+        kind: 'KIND_CPU',
+        device: -1,
+        profiles: [],
+      })) as Instance & {
         pid: number;
       },
   };

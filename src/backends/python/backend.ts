@@ -123,10 +123,15 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
           ctx.signal,
         );
         if (reply.op === 'error') {
-          if (reply.tb) ctx.logger.error({ model: config.name }, `auto_complete_config of model '${config.name}' failed:\n${reply.tb}`);
+          if (reply.tb)
+            ctx.logger.error(
+              { model: config.name },
+              `auto_complete_config of model '${config.name}' failed:\n${reply.tb}`,
+            );
           throw new InvalidArgError(`model '${config.name}': auto_complete_config failed: ${reply.e.m}`);
         }
-        if (reply.op !== 'autocompleted') throw new UnavailableError(`unexpected '${reply.op}' from the auto-complete stub`);
+        if (reply.op !== 'autocompleted')
+          throw new UnavailableError(`unexpected '${reply.op}' from the auto-complete stub`);
         return modelConfigFromJson(JSON.stringify(reply.config), `auto_complete_config of model '${config.name}'`);
       } finally {
         await host.close(1000);

@@ -46,7 +46,12 @@ export function blsService(
   };
 }
 
-async function run(msg: BlsMessage, host: ChildProcessHost, caller: ModelCaller | undefined, signal: AbortSignal): Promise<void> {
+async function run(
+  msg: BlsMessage,
+  host: ChildProcessHost,
+  caller: ModelCaller | undefined,
+  signal: AbortSignal,
+): Promise<void> {
   const answer = (body: Record<string, unknown>, fin: boolean): void =>
     host.send({ op: 'bls_resp', call: msg.call, fin, ...body } as never);
   const fail = (e: unknown): void => {
@@ -77,7 +82,11 @@ async function run(msg: BlsMessage, host: ChildProcessHost, caller: ModelCaller 
     return;
   }
   if (caller === undefined) {
-    fail(new UnavailableError(`BLS call to model '${request.model}': this server did not give the python backend a way to call models`));
+    fail(
+      new UnavailableError(
+        `BLS call to model '${request.model}': this server did not give the python backend a way to call models`,
+      ),
+    );
     return;
   }
   const timeoutUs = Number(msg.timeout) || 0;

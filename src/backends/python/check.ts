@@ -46,7 +46,9 @@ export function responseChecker(
     for (const name of request.outputs) {
       const t = byName.get(name);
       if (t === undefined) {
-        fail(`did not return requested output '${name}' (it returned [${response.outputs.map((o) => `'${o.name}'`).join(', ')}])`);
+        fail(
+          `did not return requested output '${name}' (it returned [${response.outputs.map((o) => `'${o.name}'`).join(', ')}])`,
+        );
       }
       const spec = specs.get(name);
       if (spec !== undefined) outputs.push(checkOne(t!, spec, batching ? request.batchSize : undefined, fail));
@@ -63,7 +65,10 @@ function checkOne(t: Tensor, spec: OutputSpec, batch: number | undefined, fail: 
   const want = batch === undefined ? spec.dims : [batch, ...spec.dims];
   const ok = t.shape.length === want.length && t.shape.every((d, i) => want[i] === -1 || d === want[i]);
   if (!ok) {
-    const shown = batch === undefined ? `[${spec.dims.join(',')}]` : `[${want.join(',')}] (batch ${batch}, dims [${spec.dims.join(',')}])`;
+    const shown =
+      batch === undefined
+        ? `[${spec.dims.join(',')}]`
+        : `[${want.join(',')}] (batch ${batch}, dims [${spec.dims.join(',')}])`;
     fail(`returned output '${t.name}' with shape [${t.shape.join(',')}], but the config expects ${shown}`);
   }
   if (spec.reshapeTo === undefined) return t;

@@ -81,7 +81,9 @@ async function executionEnv(raw: string, modelDir: string, model: string): Promi
   }
   if (st.isDirectory()) return path;
   if (!/\.(tar\.gz|tgz)$/.test(path)) {
-    throw new InvalidArgError(`model '${model}': EXECUTION_ENV_PATH '${path}' is neither a directory nor a .tar.gz archive`);
+    throw new InvalidArgError(
+      `model '${model}': EXECUTION_ENV_PATH '${path}' is neither a directory nor a .tar.gz archive`,
+    );
   }
   // Unpacked once per archive content (path, size, mtime), into a cache shared by every model that uses it.
   const key = createHash('sha256').update(`${path}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 16);

@@ -64,7 +64,9 @@ export function pythonOptions(cfg: BackendConfig): PythonOptions {
         break;
       case 'shm-region-prefix-name':
         if (!/^[A-Za-z0-9_.-]{1,64}$/.test(raw)) {
-          throw new InvalidArgError(`--backend-config=python,${key}=${raw}: use letters, digits, '_', '-' or '.' (at most 64)`);
+          throw new InvalidArgError(
+            `--backend-config=python,${key}=${raw}: use letters, digits, '_', '-' or '.' (at most 64)`,
+          );
         }
         o.shmPrefix = raw.endsWith('_') ? raw : `${raw}_`;
         break;
@@ -96,5 +98,7 @@ export function modelParameter(config: ModelConfig, key: string): string | undef
 /** The execute deadline of one model: its EXECUTE_TIMEOUT_SECONDS parameter, else the backend's. */
 export function executeTimeoutMs(config: ModelConfig, opts: PythonOptions): number {
   const p = modelParameter(config, 'EXECUTE_TIMEOUT_SECONDS');
-  return p === undefined ? opts.executeTimeoutMs : seconds(`parameter EXECUTE_TIMEOUT_SECONDS of model '${config.name}'`, p);
+  return p === undefined
+    ? opts.executeTimeoutMs
+    : seconds(`parameter EXECUTE_TIMEOUT_SECONDS of model '${config.name}'`, p);
 }

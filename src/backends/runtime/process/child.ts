@@ -1,7 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { CancelledError, ERROR_CLASSES, InternalError, UnavailableError, type NereidError } from '../../../core/errors.js';
+import {
+  CancelledError,
+  ERROR_CLASSES,
+  InternalError,
+  UnavailableError,
+  type NereidError,
+} from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import { FrameDecoder, encodeFrame } from './frame.js';
 import type { FreeList, FromChild, ToChild, WireError } from './protocol.js';
@@ -166,11 +172,16 @@ export class ChildProcessHost {
         finish(new UnavailableError(`cannot start ${opts.kind} '${opts.command}': ${e.message}`, { cause: e }));
       const onExitEarly = (code: number | null, sig: NodeJS.Signals | null): void => {
         const tail = stderrTail.length > 0 ? `: ${stderrTail[stderrTail.length - 1]}` : '';
-        finish(new UnavailableError(`${opts.kind} '${opts.command}' exited (${exitText(code, sig)}) before it was ready${tail}`));
+        finish(
+          new UnavailableError(
+            `${opts.kind} '${opts.command}' exited (${exitText(code, sig)}) before it was ready${tail}`,
+          ),
+        );
       };
       const onAbort = (): void => finish(new CancelledError(`${opts.kind} start was cancelled`));
       const timer = setTimeout(
-        () => finish(new UnavailableError(`${opts.kind} '${opts.command}' did not start within ${opts.startTimeoutMs} ms`)),
+        () =>
+          finish(new UnavailableError(`${opts.kind} '${opts.command}' did not start within ${opts.startTimeoutMs} ms`)),
         opts.startTimeoutMs,
       );
       sock.on('data', onData);
@@ -190,7 +201,10 @@ export class ChildProcessHost {
         return;
       }
       for (const m of msgs) this.#dispatch(m as FromChild);
-      if (this.#pendingFree.length >= FREE_FLUSH_COUNT || this.#pendingFreeBytes >= this.#opts.shm.defaultByteSize / 2) {
+      if (
+        this.#pendingFree.length >= FREE_FLUSH_COUNT ||
+        this.#pendingFreeBytes >= this.#opts.shm.defaultByteSize / 2
+      ) {
         this.send({ op: 'free', free: [] });
       }
     });
@@ -218,7 +232,8 @@ export class ChildProcessHost {
       }
       default:
         if (this.services !== undefined) this.services(msg, this);
-        else this.#opts.logger.warn({ pid: this.pid, op: msg.op }, `${this.label} sent an unexpected '${msg.op}' message`);
+        else
+          this.#opts.logger.warn({ pid: this.pid, op: msg.op }, `${this.label} sent an unexpected '${msg.op}' message`);
     }
   }
 
@@ -280,7 +295,8 @@ export class ChildProcessHost {
    */
   request(msg: ToChild, signal?: AbortSignal): Promise<FromChild> {
     if (this.#exitCause !== undefined) return Promise.reject(this.#exitCause);
-    if (this.#oneShot !== undefined) return Promise.reject(new InternalError(`${this.label} is already answering a request`));
+    if (this.#oneShot !== undefined)
+      return Promise.reject(new InternalError(`${this.label} is already answering a request`));
     return new Promise<FromChild>((resolve, reject) => {
       const onAbort = (): void => {
         this.#oneShot = undefined;

@@ -1,13 +1,7 @@
 import { CancelledError, InternalError, NereidError, UnavailableError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import type { Tensor } from '../../../core/tensor.js';
-import type {
-  EngineRequest,
-  EngineResponse,
-  ExecuteTimings,
-  Instance,
-  Responder,
-} from '../../contract.js';
+import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
 import { fromWireError, type ChildProcessHost, type HostedInstance } from './child.js';
 import type { FromChild, WireRequest, WireResponse } from './protocol.js';
 import { readTensorGroups, writeTensorGroups } from './wire.js';
@@ -94,7 +88,11 @@ export class ProcessInstance implements Instance, HostedInstance {
    * child's error (the model's exception as `Type: message`); an abort kills the process, since initialize
    * cannot be interrupted.
    */
-  static async create(host: ChildProcessHost, opts: ProcessInstanceOptions, signal?: AbortSignal): Promise<ProcessInstance> {
+  static async create(
+    host: ChildProcessHost,
+    opts: ProcessInstanceOptions,
+    signal?: AbortSignal,
+  ): Promise<ProcessInstance> {
     const inst = new ProcessInstance(host, opts);
     const onAbort = (): void => host.kill(`was killed: the load of instance ${opts.name} was cancelled`);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -198,17 +196,24 @@ export class ProcessInstance implements Instance, HostedInstance {
       case 'init_error': {
         const p = this.#init;
         this.#init = undefined;
-        if (msg.tb) this.#opts.logger.error({ instance: this.name }, `initialize() of instance ${this.name} failed:\n${msg.tb}`);
+        if (msg.tb)
+          this.#opts.logger.error({ instance: this.name }, `initialize() of instance ${this.name} failed:\n${msg.tb}`);
         const e = fromWireError(msg.e, 'initialize failed');
-        p?.reject(new (e.constructor as typeof InternalError)(`instance ${this.name}: initialize() failed: ${e.message}`));
+        p?.reject(
+          new (e.constructor as typeof InternalError)(`instance ${this.name}: initialize() failed: ${e.message}`),
+        );
         return;
       }
       case 'finied':
-        if (msg.tb) this.#opts.logger.warn({ instance: this.name }, `finalize() of instance ${this.name} raised:\n${msg.tb}`);
+        if (msg.tb)
+          this.#opts.logger.warn({ instance: this.name }, `finalize() of instance ${this.name} raised:\n${msg.tb}`);
         this.#fini?.();
         return;
       default:
-        this.#opts.logger.warn({ instance: this.name, op: msg.op }, `instance ${this.name}: unexpected '${msg.op}' message`);
+        this.#opts.logger.warn(
+          { instance: this.name, op: msg.op },
+          `instance ${this.name}: unexpected '${msg.op}' message`,
+        );
     }
   }
 
@@ -390,7 +395,10 @@ export class ProcessInstance implements Instance, HostedInstance {
         timer.unref();
       });
       if (await Promise.race([finalized.then(() => false), timedOut])) {
-        this.#opts.logger.warn({ instance: this.name }, `instance ${this.name}: finalize() did not return within ${formatMs(grace)}; killing ${this.#host.label}`);
+        this.#opts.logger.warn(
+          { instance: this.name },
+          `instance ${this.name}: finalize() did not return within ${formatMs(grace)}; killing ${this.#host.label}`,
+        );
         this.#host.kill(`was killed: finalize() of instance ${this.name} did not return within ${formatMs(grace)}`);
       }
       clearTimeout(timer);
@@ -405,7 +413,9 @@ function formatMs(ms: number): string {
 }
 
 /** Parameters as JSON can carry them (a bigint beyond 2^53 travels as its decimal text). */
-function plainParams(p: Readonly<Record<string, string | number | boolean | bigint>>): Record<string, string | number | boolean> {
+function plainParams(
+  p: Readonly<Record<string, string | number | boolean | bigint>>,
+): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
   for (const [k, v] of Object.entries(p)) {
     out[k] = typeof v === 'bigint' ? (Number.isSafeInteger(Number(v)) ? Number(v) : v.toString()) : v;

@@ -43,7 +43,13 @@ export type ToChild =
   | { op: 'fini'; inst: number; free?: FreeList }
   | { op: 'free'; free: FreeList }
   | { op: 'autocomplete'; model_path: string; config: unknown; free?: FreeList }
-  | ({ op: 'bls_resp'; call: number; fin: boolean; has?: boolean; blk?: [number, number, number] | null } & WireResponse);
+  | ({
+      op: 'bls_resp';
+      call: number;
+      fin: boolean;
+      has?: boolean;
+      blk?: [number, number, number] | null;
+    } & WireResponse);
 
 /** Every message from the child may hand host blocks back. */
 export type FromChild = FromChildBody & { free?: FreeList };
@@ -52,7 +58,15 @@ type FromChildBody =
   | { op: 'ready'; pid: number; python?: string; numpy?: string; exe?: string }
   | { op: 'inited'; inst: number }
   | { op: 'init_error'; inst: number; e: WireError; tb?: string }
-  | ({ op: 'resp'; inst: number; b: number; i: number; fin: boolean; none?: boolean; blk?: [number, number] | null } & WireResponse)
+  | ({
+      op: 'resp';
+      inst: number;
+      b: number;
+      i: number;
+      fin: boolean;
+      none?: boolean;
+      blk?: [number, number] | null;
+    } & WireResponse)
   | {
       op: 'done';
       inst: number;

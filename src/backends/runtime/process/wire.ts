@@ -87,7 +87,9 @@ export function readTensorGroups(
 function toTensor(d: TensorDesc, copy: Uint8Array | undefined, who: string): Tensor {
   const [name, datatype, shape, rel, n] = d;
   if (typeof name !== 'string' || !isDataType(datatype) || !Array.isArray(shape)) {
-    throw new InternalError(`${who} sent output '${String(name)}' with datatype '${String(datatype)}', not a Triton datatype`);
+    throw new InternalError(
+      `${who} sent output '${String(name)}' with datatype '${String(datatype)}', not a Triton datatype`,
+    );
   }
   const count = elementCount(shape, `${who}: output '${name}'`);
   const info = DATATYPES[datatype];
@@ -96,7 +98,9 @@ function toTensor(d: TensorDesc, copy: Uint8Array | undefined, who: string): Ten
     try {
       return { name, datatype, shape, data: decodeBytes(data, count, name) };
     } catch (e) {
-      throw new InternalError(`${who} sent BYTES output '${name}' that does not match its shape: ${(e as Error).message}`);
+      throw new InternalError(
+        `${who} sent BYTES output '${name}' that does not match its shape: ${(e as Error).message}`,
+      );
     }
   }
   if (n !== count * info.byteSize) {
