@@ -34,6 +34,9 @@ if _BF16 is not np.uint16:
 
 def from_numpy(dtype: np.dtype) -> str:
     """The KServe datatype of a numpy dtype; strings and bytes (``U``/``S``/object) are BYTES."""
+    name = _FROM_NUMPY.get(dtype)
+    if name is not None:
+        return name
     dtype = np.dtype(dtype)
     name = _FROM_NUMPY.get(dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype)
     if name is not None:

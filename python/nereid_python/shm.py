@@ -140,6 +140,12 @@ class _Block:
         self.__array_interface__ = {"data": (address, False), "shape": (size,), "typestr": "|u1", "version": 3}
 
 
+class _BlockRef(weakref.ref):
+    """Weak reference to a block's owner that remembers where the block is (cheaper than weakref.finalize)."""
+
+    __slots__ = ("seg", "off")
+
+
 class HostSegments:
     """The host's segments, mapped on first use; blocks handed back when their last view dies."""
 
@@ -147,8 +153,10 @@ class HostSegments:
         self._prefix = prefix
         # segment id -> (mapping, base address, size); the ctypes export pins the mapping for the process's life.
         self._maps: dict[int, tuple[mmap.mmap, int, int]] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: a garbage collection run inside drain() may fire a block's callback on the same thread.
+        self._lock = threading.RLock()
         self._frees: list[list[int]] = []
+        self._live: set[_BlockRef] = set()
 
     def _segment(self, seg_id: int) -> tuple[mmap.mmap, int, int]:
         entry = self._maps.get(seg_id)
@@ -167,12 +175,16 @@ class HostSegments:
         if off < 0 or size < 0 or off + size > seg_size:
             raise ValueError(f"host block [{off}, {off + size}) is outside segment {seg_id} ({seg_size} bytes)")
         owner = _Block(address + off, size)
-        weakref.finalize(owner, self._release, seg_id, off)
+        ref = _BlockRef(owner, self._release)
+        ref.seg = seg_id
+        ref.off = off
+        self._live.add(ref)
         return np.asarray(owner)
 
-    def _release(self, seg_id: int, off: int) -> None:
+    def _release(self, ref: _BlockRef) -> None:
         with self._lock:
-            self._frees.append([seg_id, off])
+            self._live.discard(ref)
+            self._frees.append([ref.seg, ref.off])
 
     def drain(self) -> list[list[int]]:
         """Blocks to hand back to the host, piggybacked on the next message sent."""

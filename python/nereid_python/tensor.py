@@ -10,7 +10,7 @@ import numpy as np
 
 from . import datatypes
 from .runtime import STATE
-from .shm import align, decode_bytes_elements, encode_bytes_elements
+from .shm import ALIGN, decode_bytes_elements, encode_bytes_elements
 
 
 class Tensor:
@@ -137,6 +137,9 @@ def read_tensors(block: np.ndarray | None, descs) -> list[Tensor]:
     return out
 
 
+_MASK = ~(ALIGN - 1)
+
+
 def write_tensors(tensors) -> tuple[list | None, list]:
     """Copies tensors into one new block of this process's segments: ``(block, descriptors)``."""
     arena = STATE.arena
@@ -153,18 +156,19 @@ def write_tensors(tensors) -> tuple[list | None, list]:
             data = a if a.dtype.byteorder != ">" else a.astype(a.dtype.newbyteorder("<"))
             n = a.nbytes
         staged.append((t, data, total, n))
-        total += align(n)
+        total += (n + ALIGN - 1) & _MASK
     if total == 0:
-        return None, [[t._name, t._datatype, [int(d) for d in t._array.shape], 0, 0] for t in tensors]
+        return None, [[t._name, t._datatype, list(t._array.shape), 0, 0] for t in tensors]
     seg, off, view = arena.alloc(total)
     descs = []
     for t, data, rel, n in staged:
         if n:
-            if isinstance(data, bytes):
+            if type(data) is bytes:
                 view[rel : rel + n] = np.frombuffer(data, np.uint8)
+            elif data.flags.c_contiguous:
+                view[rel : rel + n] = data.reshape(-1).view(np.uint8)
             else:
-                # Copies any layout (non-contiguous, negative strides) into C order.
-                dst = view[rel : rel + n].view(data.dtype).reshape(data.shape)
-                np.copyto(dst, data, casting="no")
-        descs.append([t._name, t._datatype, [int(d) for d in t._array.shape], rel, n])
+                # Copies any other layout (non-contiguous, negative strides) into C order.
+                np.copyto(view[rel : rel + n].view(data.dtype).reshape(data.shape), data, casting="no")
+        descs.append([t._name, t._datatype, list(t._array.shape), rel, n])
     return [seg, off], descs

@@ -49,7 +49,9 @@ interface Inflight {
   readonly reject: (e: Error) => void;
   readonly signal: AbortSignal;
   readonly onAbort: () => void;
-  readonly settled: Promise<unknown>;
+  /** Settles with the batch, for destroy() to wait on; made only when someone waits. */
+  settled: Promise<void> | undefined;
+  readonly promise: Promise<ExecuteTimings>;
 }
 
 const now = (): bigint => process.hrtime.bigint();
@@ -165,10 +167,8 @@ export class ProcessInstance implements Instance, HostedInstance {
       reject,
       signal,
       onAbort,
-      settled: promise.then(
-        () => undefined,
-        () => undefined,
-      ),
+      settled: undefined,
+      promise,
     };
     this.#batches.set(id, batch);
     signal.addEventListener('abort', onAbort, { once: true });
@@ -383,7 +383,14 @@ export class ProcessInstance implements Instance, HostedInstance {
   }
 
   async #destroy(): Promise<void> {
-    await Promise.all([...this.#batches.values()].map((b) => b.settled));
+    await Promise.all(
+      [...this.#batches.values()].map((b) =>
+        (b.settled ??= b.promise.then(
+          () => undefined,
+          () => undefined,
+        )),
+      ),
+    );
     clearInterval(this.#watchdog);
     const grace = this.#opts.destroyGraceMs;
     if (this.#dead === undefined) {
