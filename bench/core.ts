@@ -1,5 +1,5 @@
 /**
- * Core benchmark (issue: core HTTP): start-to-ready time and idle RSS of `nereid serve` on the example
+ * Core benchmark: start-to-ready time and idle RSS of `nereid serve` on the example
  * repository, then requests/s for `simple` over HTTP binary at concurrency 1 and 16, next to raw
  * onnxruntime-node in-process, all in one run (ratios, since these machines are noisy).
  *

@@ -1,5 +1,5 @@
 /**
- * gRPC benchmark (issue 3): requests/s for `simple` over gRPC (unary ModelInfer, raw contents, and one
+ * gRPC benchmark: requests/s for `simple` over gRPC (unary ModelInfer, raw contents, and one
  * ModelStreamInfer stream per worker) at concurrency 1 and 16, next to HTTP binary, against the same
  * server process in the same run (ratios, since these machines are noisy). The server is
  * bench/grpc-server.ts in a child process; the load comes from this one (a grpc-js client on one channel,

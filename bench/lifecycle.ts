@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url';
 
 // The build, as users run it (tsx-loaded sources start worker threads more slowly). A computed specifier keeps the
 // type check independent of whether dist/ exists yet.
-const dist = new URL('../dist/cli/serve.js', import.meta.url).href;
-const { serve } = (await import(dist)) as typeof import('../src/cli/serve.js');
+const dist = new URL('../dist/serve.js', import.meta.url).href;
+const { serve } = (await import(dist)) as typeof import('../src/serve.js');
 
 const EXAMPLES = fileURLToPath(new URL('../examples/model_repository', import.meta.url));
 const MODELS = ['simple', 'classifier', 'text_encoder'];

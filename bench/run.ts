@@ -1,5 +1,5 @@
 /**
- * Benchmark orchestrator (issue 7): where Nereid stands against raw onnxruntime-node and against peers, every
+ * Benchmark orchestrator: where Nereid stands against raw onnxruntime-node and against peers, every
  * figure a ratio measured in the same run (the machines are noisy 2-core boxes).
  *
  *   npm run bench              full: both models, concurrency 1/8/64, every peer that runs here (≤ 10 min)

@@ -1,5 +1,5 @@
 /**
- * Scheduling benchmark (issue 4): `simple` and `text_encoder` (seq 128) over HTTP binary at concurrency
+ * Scheduling benchmark: `simple` and `text_encoder` (seq 128) over HTTP binary at concurrency
  * 1, 8 and 64, with the dynamic batcher on and off, each in its own server process that reports its
  * event-loop delay (perf_hooks monitorEventLoopDelay) over IPC; plus raw onnxruntime-node throughput of
  * text_encoder at each batch size with the same thread budget (one session, default threads).
@@ -200,7 +200,7 @@ async function main(): Promise<void> {
 
 // ---- entry: the child is the server, reporting its event-loop delay; else the parent runs the load ------------------------------------------------
 if (process.argv[2] === '--child') {
-  const { serve } = await import('../src/cli/serve.js');
+  const { serve } = await import('../src/serve.js');
   // metricsPort 0: an ephemeral port, so the bench never collides with a server already running here.
   const opts = { repositories: [process.argv[3]], httpPort: 0, httpAddress: '127.0.0.1', metricsPort: 0 };
   const running = await serve(opts);
@@ -209,6 +209,7 @@ if (process.argv[2] === '--child') {
   process.on('message', (m: string) => {
     if (m === 'reset') h.reset();
     if (m === 'lag') process.send?.({ p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 });
+    // The child exits when closed; a failed close surfaces as an unhandled rejection, which ends it too.
     if (m === 'stop') void running.close().then(() => process.exit(0));
   });
   process.send?.({ port: running.httpPort });

@@ -3,8 +3,8 @@
 
 Why this script exists
 ----------------------
-It follows the workflow of the walk-through our first users come from
-(shared seed 001): build a PyTorch module, export it with
+It follows the workflow our first users come from with Triton: build a
+PyTorch module, export it with
 ``torch.onnx.export`` at ``opset_version=17`` with ``dynamic_axes`` for the
 batch (and sequence) dimensions, drop it into a Triton model repository as
 ``<model>/1/model.onnx`` next to a ``config.pbtxt``, and query it with
@@ -15,7 +15,7 @@ Details that matter:
 
 * ``dynamo=False``: newer torch defaults to the dynamo exporter, which
   ignores/upgrades ``opset_version`` and writes a newer IR.  The TorchScript
-  exporter honours opset 17, as in the seed.
+  exporter honours opset 17, as those users' scripts expect.
 * IR pin: every file is rewritten with ``onnx`` to ``ir_version = 8`` (the IR
   that goes with opset 17).  onnxruntime 1.30 loads IR <= 13 only and newer
   exporters may write newer IRs; IR 8 loads everywhere (also in old Tritons).
@@ -29,8 +29,8 @@ simple        INPUT0, INPUT1 INT32 [-1,16] -> OUTPUT0 = a+b, OUTPUT1 = a-b (INT3
               Triton's quick-start model; full config.pbtxt.
 text_encoder  input_ids, attention_mask, token_type_ids INT32 [-1,-1]
               -> output FP32 [-1,-1,64]; tiny random BERT (2 layers, 4 heads).
-              The seed's export code names the output "outputs", but its client
-              asks for "output"; we use "output" so the client runs unchanged.
+              The output is named "output", the name those users' clients
+              ask for, so such a client runs unchanged.
               PARTIAL config.pbtxt (name, backend, max_batch_size): inputs and
               outputs come from auto-complete.
 classifier    INPUT FP32 [-1,8] -> PROBS FP32 [-1,5] (Linear + softmax);
@@ -112,7 +112,7 @@ class TextEncoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(hidden, heads, ffn) for _ in range(layers))
 
     def forward(self, input_ids, attention_mask, token_type_ids):
-        # INT32 on the wire (as in the seed's client); embeddings need int64,
+        # INT32 on the wire (as Triton users' clients send); embeddings need int64,
         # so torch inserts a Cast in the graph.
         ids = input_ids.long()
         types = token_type_ids.long()
@@ -330,7 +330,7 @@ def main() -> int:
     write(os.path.join(out, "simple", "config.pbtxt"), SIMPLE_CONFIG)
     check_simple(path)
 
-    # 2. text_encoder (seed: INT32 input_ids/attention_mask/token_type_ids)
+    # 2. text_encoder (INT32 input_ids/attention_mask/token_type_ids)
     torch.manual_seed(SEED)
     enc = TextEncoder().eval()
     path = os.path.join(out, "text_encoder", "1", "model.onnx")

@@ -40,11 +40,14 @@ async function cliArgs(repo: string, grpc: boolean): Promise<{ args: string[]; h
   return { args, http: `127.0.0.1:${httpPort}`, grpc: `127.0.0.1:${grpcPort}` };
 }
 
-/** Starts `nereid serve` on `repo` inside bench/nereid-launcher.ts (forked, with IPC for the lag readings). */
-export async function startNereid(repo: string, grpc: boolean): Promise<BenchServer> {
+/**
+ * Starts `nereid serve` on `repo` inside bench/nereid-launcher.ts (forked, with IPC for the lag readings).
+ * `main` picks the build: this checkout's dist by default, another worktree's for bench/ab.ts.
+ */
+export async function startNereid(repo: string, grpc: boolean, main = MAIN): Promise<BenchServer> {
   const { args, http, grpc: grpcAddr } = await cliArgs(repo, grpc);
   const t0 = performance.now();
-  const child = fork(join(ROOT, 'bench/nereid-launcher.ts'), [MAIN, ...args], {
+  const child = fork(join(ROOT, 'bench/nereid-launcher.ts'), [main, ...args], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

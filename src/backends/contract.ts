@@ -129,8 +129,29 @@ export interface EngineLoadContext {
   logLevel: string;
 }
 
+/** What `autoComplete` is given, engine side (plain data). */
+export interface EngineAutoCompleteContext {
+  modelName: string;
+  /** The model file (or folder) of the latest selected version. */
+  modelPath: string;
+  backendConfig: BackendConfig;
+  /** False with `--disable-auto-complete-config`: only check the config against the model. */
+  autoComplete: boolean;
+}
+
+/** A config completed by an engine, with the warnings it has for the operator's log. */
+export interface AutoCompleted {
+  config: ModelConfig;
+  warnings: string[];
+}
+
 /** Engine side: what an engine implements. Runs wherever its transport puts it. */
 export interface EngineAdapter {
+  /**
+   * Triton's `auto_complete_config`: config in, completed config out (a Python model may set its inputs and its
+   * batcher). Reads the model without creating instances. Absent: the config is used as it is.
+   */
+  autoComplete?(config: ModelConfig, ctx: EngineAutoCompleteContext): Promise<AutoCompleted>;
   load(ctx: EngineLoadContext, signal: AbortSignal): Promise<EngineModel>;
 }
 
@@ -139,13 +160,11 @@ export interface EngineAdapter {
 
 /** Config sections a backend (or the schedulers) may support; anything else present in a config fails the load. */
 export type ConfigSection =
-  | 'dynamic_batching'
   | 'sequence_batching'
   | 'ensemble_scheduling'
   | 'model_warmup'
   | 'response_cache'
   | 'decoupled'
-  | 'optimization.cuda.graphs'
   | 'batch_input'
   | 'batch_output'
   | 'model_repository_agents';
@@ -162,15 +181,14 @@ export interface BackendDescriptor {
   readonly datatypes: readonly DataType[];
   /** Optional config sections this backend supports (beyond those every backend has). */
   readonly sections: readonly ConfigSection[];
+  /** Instance kinds it can create; KIND_AUTO resolves to the first of GPU/CPU it has (Triton's rule). */
+  readonly kinds: readonly InstanceKind[];
+  /** `count` of a KIND_CPU group that sets none (Triton: 2 for onnxruntime, else 1). */
+  readonly defaultCpuInstanceCount?: number;
 }
 
 /** Everything `Backend.autoComplete` is given. */
-export interface AutoCompleteContext {
-  /** The model file (or folder) of the latest selected version. */
-  modelPath: string;
-  backendConfig: BackendConfig;
-  /** False with `--disable-auto-complete-config`: only check the config against the model. */
-  autoComplete: boolean;
+export interface AutoCompleteContext extends EngineAutoCompleteContext {
   logger: Logger;
   signal?: AbortSignal;
 }

@@ -1,6 +1,10 @@
-import type { Backend } from './backend.js';
+import type { Backend } from './contract.js';
 import { identityBackend } from './identity/index.js';
 import { onnxruntimeBackend } from './onnxruntime/index.js';
+
+export type * from './contract.js';
+export { BackendRegistry } from './registry.js';
+export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
 export function defaultBackends(): Backend[] {

@@ -1,4 +1,5 @@
 import { InvalidArgError } from '../core/errors.js';
+import { SERVER_DEFAULTS } from '../server/defaults.js';
 
 /**
  * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
@@ -19,7 +20,7 @@ export interface FlagSpec {
 
 export const FLAGS = {
   'model-repository': { kind: 'list', help: 'Model repository folder (repeatable).', alias: 'model-store' },
-  'http-port': { kind: 'int', help: 'HTTP port (0 picks a free one).', default: 8000 },
+  'http-port': { kind: 'int', help: 'HTTP port (0 picks a free one).', default: SERVER_DEFAULTS.httpPort },
   'http-address': { kind: 'string', help: 'HTTP bind address.', default: '0.0.0.0' },
   'http-max-input-size': {
     kind: 'int',
@@ -27,16 +28,16 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
-  'grpc-port': { kind: 'int', help: 'gRPC port.', default: 8001 },
+  'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
-  'metrics-port': { kind: 'int', help: 'Prometheus metrics port.', default: 8002 },
+  'metrics-port': { kind: 'int', help: 'Prometheus metrics port.', default: SERVER_DEFAULTS.metricsPort },
   'metrics-address': { kind: 'string', help: 'Metrics bind address.' },
   'allow-metrics': { kind: 'bool', help: 'Serve metrics.', default: true },
   'allow-cpu-metrics': { kind: 'bool', help: 'Report CPU utilization and memory.', default: true },
   'allow-gpu-metrics': {
     kind: 'bool',
-    help: 'Report GPU metrics (no GPU support in this build: no effect).',
+    help: 'Report GPU utilization, memory, power and energy from NVML (nothing where no NVIDIA driver is found).',
     default: true,
   },
   'metrics-config': { kind: 'list', help: 'Metrics option <key>=<value>.' },
@@ -53,24 +54,36 @@ export const FLAGS = {
     help: 'Do not complete configs from model files.',
     default: false,
   },
-  'exit-on-error': { kind: 'bool', help: 'Fail start-up when a model fails to load.', default: true },
-  'strict-readiness': { kind: 'bool', help: 'Ready only when every model is ready.', default: true },
-  'exit-timeout-secs': { kind: 'int', help: 'Seconds to drain in-flight requests on shutdown.', default: 30 },
+  'exit-on-error': {
+    kind: 'bool',
+    help: 'Fail start-up when a model fails to load.',
+    default: SERVER_DEFAULTS.exitOnError,
+  },
+  'strict-readiness': {
+    kind: 'bool',
+    help: 'Ready only when every model is ready.',
+    default: SERVER_DEFAULTS.strictReadiness,
+  },
+  'exit-timeout-secs': {
+    kind: 'int',
+    help: 'Seconds to drain in-flight requests on shutdown.',
+    default: SERVER_DEFAULTS.exitTimeoutSecs,
+  },
   id: {
     kind: 'string',
     help: "Server name in metadata (Triton's default; Triton's own examples check it).",
-    default: 'triton',
+    default: SERVER_DEFAULTS.id,
   },
   'model-control-mode': {
     kind: 'string',
     help: 'none | poll | explicit.',
-    default: 'none',
+    default: SERVER_DEFAULTS.modelControlMode,
     choices: ['none', 'poll', 'explicit'],
   },
   'repository-poll-secs': {
     kind: 'int',
     help: 'Poll interval (poll mode).',
-    default: 15,
+    default: SERVER_DEFAULTS.repositoryPollSecs,
   },
   'load-model': {
     kind: 'list',

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { createLogger } from '../core/logger.js';
-import { NEREID_VERSION } from '../server/server.js';
+import { NEREID_VERSION } from '../core/version.js';
 import {
   FLAGS,
   helpText,
@@ -13,7 +13,7 @@ import {
   type FlagSpec,
   type FlagValues,
 } from './flags.js';
-import { serve } from './serve.js';
+import { serve } from '../index.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
 async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
@@ -100,6 +100,7 @@ async function runServe(argv: string[]): Promise<number> {
     metricsIntervalMs: v['metrics-interval-ms'] as number,
     metricsConfig: v['metrics-config'] as string[],
     allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
+    allowGpuMetrics: v['allow-gpu-metrics'] as boolean,
     logger,
   });
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
@@ -146,12 +147,17 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(
-      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n`,
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n  gpu     Set up and check the GPU libraries (nereid gpu --help)\n`,
     );
     return cmd === undefined ? 2 : 0;
   }
+  if (cmd === 'gpu') {
+    // Loaded only for this command: serving never pays for the set-up code.
+    const { runGpuCommand } = await import('../gpu/command.js');
+    return runGpuCommand(rest);
+  }
   if (cmd !== 'serve') {
-    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve)\n`);
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, gpu)\n`);
     return 2;
   }
   return runServe(rest);

@@ -1,5 +1,6 @@
 /**
- * The one datatype table: KServe name ↔ config enum ↔ onnxruntime name ↔ TypedArray.
+ * The one datatype table: KServe name ↔ config enum ↔ TypedArray. Engine names (onnxruntime's, TensorRT's)
+ * belong to each backend.
  * FP16/BF16 travel as Uint16Array of raw bits; BOOL as Uint8Array (0/1); BYTES as an array of Uint8Array.
  */
 
@@ -43,8 +44,6 @@ export interface DataTypeInfo {
   readonly byteSize: number;
   /** ModelConfig enum name (`TYPE_FP32`; BYTES is `TYPE_STRING`). */
   readonly configName: string;
-  /** onnxruntime-node tensor type, undefined where onnxruntime-node has none (BF16). */
-  readonly ortName: string | undefined;
   /** Backing array for fixed-size types; undefined for BYTES. */
   readonly array: TypedArrayCtor | undefined;
 }
@@ -52,38 +51,30 @@ export interface DataTypeInfo {
 const row = (
   name: DataType,
   byteSize: number,
-  ortName: string | undefined,
   array: TypedArrayCtor | undefined,
   configName = `TYPE_${name}`,
-): DataTypeInfo => Object.freeze({ name, byteSize, configName, ortName, array });
+): DataTypeInfo => Object.freeze({ name, byteSize, configName, array });
 
 export const DATATYPES: Readonly<Record<DataType, DataTypeInfo>> = Object.freeze({
-  BOOL: row('BOOL', 1, 'bool', Uint8Array),
-  UINT8: row('UINT8', 1, 'uint8', Uint8Array),
-  UINT16: row('UINT16', 2, 'uint16', Uint16Array),
-  UINT32: row('UINT32', 4, 'uint32', Uint32Array),
-  UINT64: row('UINT64', 8, 'uint64', BigUint64Array as unknown as TypedArrayCtor),
-  INT8: row('INT8', 1, 'int8', Int8Array),
-  INT16: row('INT16', 2, 'int16', Int16Array),
-  INT32: row('INT32', 4, 'int32', Int32Array),
-  INT64: row('INT64', 8, 'int64', BigInt64Array as unknown as TypedArrayCtor),
-  FP16: row('FP16', 2, 'float16', Uint16Array),
-  FP32: row('FP32', 4, 'float32', Float32Array),
-  FP64: row('FP64', 8, 'float64', Float64Array),
-  BF16: row('BF16', 2, undefined, Uint16Array),
-  BYTES: row('BYTES', 0, 'string', undefined, 'TYPE_STRING'),
+  BOOL: row('BOOL', 1, Uint8Array),
+  UINT8: row('UINT8', 1, Uint8Array),
+  UINT16: row('UINT16', 2, Uint16Array),
+  UINT32: row('UINT32', 4, Uint32Array),
+  UINT64: row('UINT64', 8, BigUint64Array as unknown as TypedArrayCtor),
+  INT8: row('INT8', 1, Int8Array),
+  INT16: row('INT16', 2, Int16Array),
+  INT32: row('INT32', 4, Int32Array),
+  INT64: row('INT64', 8, BigInt64Array as unknown as TypedArrayCtor),
+  FP16: row('FP16', 2, Uint16Array),
+  FP32: row('FP32', 4, Float32Array),
+  FP64: row('FP64', 8, Float64Array),
+  BF16: row('BF16', 2, Uint16Array),
+  BYTES: row('BYTES', 0, undefined, 'TYPE_STRING'),
 });
 
 const BY_CONFIG_NAME: ReadonlyMap<string, DataTypeInfo> = new Map(
   Object.values(DATATYPES).map((d) => [d.configName, d] as const),
 );
-const BY_ORT_NAME: ReadonlyMap<string, DataTypeInfo> = new Map(
-  Object.values(DATATYPES)
-    .filter((d) => d.ortName !== undefined && d.name !== 'BOOL')
-    .map((d) => [d.ortName as string, d] as const)
-    .concat([['bool', DATATYPES.BOOL]]),
-);
-
 export function isDataType(s: unknown): s is DataType {
   return typeof s === 'string' && Object.prototype.hasOwnProperty.call(DATATYPES, s);
 }
@@ -91,9 +82,4 @@ export function isDataType(s: unknown): s is DataType {
 /** `TYPE_FP32` → `FP32`; undefined for TYPE_INVALID or an unknown name. */
 export function dataTypeFromConfig(configName: string): DataType | undefined {
   return BY_CONFIG_NAME.get(configName)?.name;
-}
-
-/** onnxruntime-node's type name (`float32`) → KServe datatype. */
-export function dataTypeFromOrt(ortName: string): DataType | undefined {
-  return BY_ORT_NAME.get(ortName)?.name;
 }

@@ -7,12 +7,25 @@
 export type ErrorCode =
   'INVALID_ARG' | 'NOT_FOUND' | 'ALREADY_EXISTS' | 'UNAVAILABLE' | 'UNSUPPORTED' | 'CANCELLED' | 'INTERNAL' | 'UNKNOWN';
 
+export interface NereidErrorOptions {
+  cause?: unknown;
+  /** See NereidError.unexpected; only NereidError.from() sets it. */
+  unexpected?: boolean;
+}
+
 /** Base class of every error Nereid raises on purpose. */
 export class NereidError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  /**
+   * True when NereidError.from() wrapped a throwable Nereid did not raise on purpose (a bug, or a library's
+   * exception): its message was not written for clients, so the protocols answer a generic message with an error
+   * id instead and log the cause (protocol/kserve/client-error.ts).
+   */
+  readonly unexpected: boolean;
+  constructor(code: ErrorCode, message: string, options?: NereidErrorOptions) {
     super(message, options);
     this.code = code;
+    this.unexpected = options?.unexpected ?? false;
     this.name = new.target.name;
   }
 
@@ -23,7 +36,7 @@ export class NereidError extends Error {
       return new CancelledError('request was cancelled', { cause: err });
     }
     const message = err instanceof Error ? err.message : String(err);
-    return new InternalError(message, { cause: err });
+    return new InternalError(message, { cause: err, unexpected: true });
   }
 }
 
@@ -62,7 +75,7 @@ export class CancelledError extends NereidError {
   }
 }
 export class InternalError extends NereidError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: NereidErrorOptions) {
     super('INTERNAL', message, options);
   }
 }

@@ -15,33 +15,36 @@ export interface Sample {
   value: number;
 }
 
+/** Reads a family's samples at scrape time; a promise where the source is asynchronous (NVML on libuv's pool). */
+export type ReadSamples = () => readonly Sample[] | Promise<readonly Sample[]>;
+
 /** A counter whose values are cumulative totals read at scrape time (never inc()'d). */
 export class ScrapedCounter extends Counter<string> {
-  readonly #read: () => readonly Sample[];
+  readonly #read: ReadSamples;
 
-  constructor(name: string, help: string, read: () => readonly Sample[]) {
+  constructor(name: string, help: string, read: ReadSamples) {
     super({ name, help, registers: [] });
     this.#read = read;
   }
 
   override async get(): ReturnType<Counter<string>['get']> {
     const base = await super.get();
-    return { ...base, values: this.#read().map((s) => ({ labels: s.labels, value: s.value })) };
+    return { ...base, values: (await this.#read()).map((s) => ({ labels: s.labels, value: s.value })) };
   }
 }
 
 /** A gauge whose values are read at scrape time. */
 export class ScrapedGauge extends Gauge<string> {
-  readonly #read: () => readonly Sample[];
+  readonly #read: ReadSamples;
 
-  constructor(name: string, help: string, read: () => readonly Sample[]) {
+  constructor(name: string, help: string, read: ReadSamples) {
     super({ name, help, registers: [] });
     this.#read = read;
   }
 
   override async get(): ReturnType<Gauge<string>['get']> {
     const base = await super.get();
-    return { ...base, values: this.#read().map((s) => ({ labels: s.labels, value: s.value })) };
+    return { ...base, values: (await this.#read()).map((s) => ({ labels: s.labels, value: s.value })) };
   }
 }
 

@@ -53,6 +53,8 @@ describe('metrics families over a MetricsSource', () => {
       version: 2,
       stats: new ModelStats(),
       pending: 4,
+      healthyInstances: 1,
+      instances: 1,
       metricTags: { team: 'search', 'bad-key': 'x', _hidden: 'y' },
     });
     const m = await start(source);
@@ -63,8 +65,16 @@ describe('metrics families over a MetricsSource', () => {
 
   it('reports the load time once the source has it, and drops a version no longer served', async () => {
     const { series, source } = fakeSource();
-    series.push({ name: 'a', version: 1, stats: new ModelStats(), pending: 0, loadSeconds: 1.5 });
-    series.push({ name: 'b', version: 1, stats: new ModelStats(), pending: 0 });
+    series.push({
+      name: 'a',
+      version: 1,
+      stats: new ModelStats(),
+      pending: 0,
+      healthyInstances: 1,
+      instances: 1,
+      loadSeconds: 1.5,
+    });
+    series.push({ name: 'b', version: 1, stats: new ModelStats(), pending: 0, healthyInstances: 1, instances: 1 });
     const m = await start(source, ['summary_latencies=true']);
     assert.deepEqual(
       (await family(m.registry, 'nv_model_load_duration_secs'))?.map((v) => [v.labels.model, v.value]),
@@ -79,7 +89,14 @@ describe('metrics families over a MetricsSource', () => {
 
   it('summaries: with the hook, quantiles are per request', async () => {
     const { series, source } = fakeSource();
-    const s: ModelSeries = { name: 'm', version: 1, stats: new ModelStats(), pending: 0 };
+    const s: ModelSeries = {
+      name: 'm',
+      version: 1,
+      stats: new ModelStats(),
+      pending: 0,
+      healthyInstances: 1,
+      instances: 1,
+    };
     series.push(s);
     const m = await start(source, ['summary_latencies=true', 'summary_quantiles=0.5:0.05,0.99:0.001']);
     for (let i = 1; i <= 100; i++) succeed(m, s, i); // 1..100 ms
@@ -99,7 +116,14 @@ describe('metrics families over a MetricsSource', () => {
 
   it('summaries: without the hook, count and sum still equal ModelStats (fed from deltas per scrape)', async () => {
     const { series, source } = fakeSource();
-    const s: ModelSeries = { name: 'm', version: 1, stats: new ModelStats(), pending: 0 };
+    const s: ModelSeries = {
+      name: 'm',
+      version: 1,
+      stats: new ModelStats(),
+      pending: 0,
+      healthyInstances: 1,
+      instances: 1,
+    };
     series.push(s);
     const m = await start(source, ['summary_latencies=true', 'histogram_latencies=true']);
     succeed(undefined, s, 10);

@@ -73,6 +73,17 @@ const GAUGES: readonly Family<ModelSeries>[] = [
     help: 'Seconds it took to load the model version',
     value: (s) => s.loadSeconds,
   },
+  // Nereid's own (Triton has no instance health): named nereid_*, not nv_*.
+  {
+    name: 'nereid_model_instances_healthy',
+    help: 'Instances of the model version able to run now (dead ones are being restarted)',
+    value: (s) => s.healthyInstances,
+  },
+  {
+    name: 'nereid_model_instances',
+    help: 'Instances the model version has when every one is healthy',
+    value: (s) => s.instances,
+  },
 ];
 
 const REASONS: readonly FailureReason[] = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'];

@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { InvalidArgError } from '../core/errors.js';
 import { noopLogger, type Logger } from '../core/logger.js';
 import { parseMetricsConfig } from './config.js';
+import { startGpuMetrics, type OpenNvml } from './gpu-metrics.js';
 import { ModelLabels } from './labels.js';
 import { registerLatencyMetrics } from './latency-metrics.js';
 import { registerModelMetrics } from './model-metrics.js';
@@ -25,6 +26,10 @@ export interface MetricsServerOptions {
   config?: readonly string[];
   /** `--allow-cpu-metrics` (default true). */
   allowCpuMetrics?: boolean;
+  /** `--allow-gpu-metrics` (default true, as Triton's); the GPU families exist only where NVML sees a GPU. */
+  allowGpuMetrics?: boolean;
+  /** How NVML is opened (default: the driver's library); tests pass a double. */
+  openNvml?: OpenNvml;
   logger?: Logger;
 }
 
@@ -62,6 +67,8 @@ export async function startMetricsServer(
   registerModelMetrics(registry, source, config, labels);
   const observer = registerLatencyMetrics(registry, source, config, labels);
   const system = (opts.allowCpuMetrics ?? true) ? await startSystemMetrics(registry, intervalMs, logger) : undefined;
+  const gpu =
+    (opts.allowGpuMetrics ?? true) ? await startGpuMetrics(registry, intervalMs, logger, opts.openNvml) : undefined;
 
   let closing: Promise<void> | undefined;
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -95,6 +102,7 @@ export async function startMetricsServer(
     });
   } catch (err) {
     system?.stop();
+    await gpu?.stop();
     throw err;
   }
   server.on('error', (err) => logger.error({ err }, 'metrics server error'));
@@ -109,7 +117,7 @@ export async function startMetricsServer(
         // Prometheus keeps its scrape connection open; without this, close() would wait for its idle timeout.
         server.close(() => resolve());
         server.closeIdleConnections();
-      });
+      }).then(() => gpu?.stop());
       return closing;
     },
   };

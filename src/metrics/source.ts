@@ -13,6 +13,9 @@ export interface ModelSeries {
   readonly loadSeconds?: number;
   /** The config's `metric_tags`, exported as `_<key>` labels. */
   readonly metricTags?: Readonly<Record<string, string>>;
+  /** Instances able to run now, and how many the version has. */
+  readonly healthyInstances: number;
+  readonly instances: number;
 }
 
 /**
@@ -24,15 +27,18 @@ export interface MetricsSource {
 }
 
 /**
- * Adapts anything that lists repository models (the InferenceServer facade) to a MetricsSource: every READY
- * version, with its scheduler's pending count. `loadSeconds` is picked up once ModelVersion carries it.
+ * Adapts anything that lists repository models (the InferenceServer facade) to a MetricsSource: every loaded
+ * version (READY, or UNAVAILABLE because no instance is healthy), with its scheduler's pending count. `loadSeconds` is picked up once ModelVersion carries it.
  */
 export function metricsSourceFrom(server: { models(): readonly Model[] }): MetricsSource {
   return {
     *models() {
       for (const model of server.models()) {
         for (const v of model.versions.values()) {
-          if (v.state !== 'READY') continue;
+          // Served versions, healthy or not: a version whose instances all died is UNAVAILABLE but still loaded,
+          // and its failures and instance gauges are what an operator looks at.
+          if (v.pool === undefined || (v.state !== 'READY' && v.state !== 'UNAVAILABLE')) continue;
+          const health = v.pool.health();
           const loadSeconds = 'loadSeconds' in v && typeof v.loadSeconds === 'number' ? v.loadSeconds : undefined;
           yield {
             name: model.name,
@@ -40,7 +46,9 @@ export function metricsSourceFrom(server: { models(): readonly Model[] }): Metri
             stats: v.stats,
             pending: v.scheduler?.pending ?? 0,
             loadSeconds,
-            metricTags: model.config?.metric_tags,
+            metricTags: model.spec?.config.metric_tags,
+            healthyInstances: health.healthy,
+            instances: health.total,
           };
         }
       }

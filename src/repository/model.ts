@@ -1,17 +1,19 @@
-import type { LoadedModel } from '../backends/backend.js';
-import type { ModelConfig } from '../config/model-config.js';
+import type { ModelHandle } from '../backends/contract.js';
+import type { InstancePool } from '../backends/runtime/pool.js';
 import type { ModelStats } from '../core/stats.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
+import type { ModelSpec } from './spec.js';
 
 /** Triton's model states. */
 export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
 
-/** One loaded (or failed) version of a model. */
+/** One loaded (or failed) version of a model. Its state changes only through its model's lifecycle. */
 export interface ModelVersion {
   readonly version: number;
   state: ModelState;
   reason: string;
-  loaded?: LoadedModel;
+  handle?: ModelHandle;
+  pool?: InstancePool;
   scheduler?: Scheduler;
   /** Statistics of this version (statistics extension, metrics). */
   stats: ModelStats;
@@ -19,18 +21,16 @@ export interface ModelVersion {
   loadSeconds?: number;
 }
 
-/** A model of the repository: its final config, its versions, and what the server needs to serve it. */
+/** A model of the repository: its resolved spec, its versions, and what it was loaded from. */
 export interface Model {
   readonly name: string;
   readonly dir: string;
-  /** Final config (normalized and auto-completed); undefined when the config itself failed. */
-  config?: ModelConfig;
+  /** Resolved once at load; undefined when the config itself failed. */
+  spec?: ModelSpec;
   /** Model-level failure (config syntax, backend), reported as the state of every version. */
   state: ModelState;
   reason: string;
   versions: Map<number, ModelVersion>;
-  /** Class labels per output name, from `label_filename`. */
-  labels: Map<string, string[]>;
   /** What the model was loaded from (config and file sizes/times), to tell in poll mode whether it changed. */
   fingerprint: string;
   /** Folder made for a load request's file overrides; removed when the model is unloaded or replaced. */
@@ -44,4 +44,27 @@ export function latestReady(model: Model): ModelVersion | undefined {
     if (v.state === 'READY' && (!best || v.version > best.version)) best = v;
   }
   return best;
+}
+
+export function emptyModel(name: string, dir: string, state: ModelState, reason: string): Model {
+  return { name, dir, state, reason, versions: new Map(), fingerprint: '' };
+}
+
+/** An unloaded model keeps its versions listed as UNAVAILABLE "unloaded" (Triton's index), with their stats. */
+export function unloadedModel(old: Model): Model {
+  const versions = new Map(
+    [...old.versions].map(([v, e]): [number, ModelVersion] => [
+      v,
+      { version: v, state: 'UNAVAILABLE', reason: 'unloaded', stats: e.stats },
+    ]),
+  );
+  return { ...emptyModel(old.name, old.dir, 'UNAVAILABLE', 'unloaded'), versions };
+}
+
+/** Triton's wording: `version 2 is at UNAVAILABLE state: <why>`. */
+export function describeFailures(model: Model): string {
+  return [...model.versions.values()]
+    .filter((v) => v.state !== 'READY')
+    .map((v) => `version ${v.version} is at ${v.state} state: ${v.reason.replace(/^version \d+: /, '')}`)
+    .join('; ');
 }

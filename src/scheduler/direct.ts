@@ -1,27 +1,18 @@
-import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import type { EngineRequest, Instance } from '../backends/contract.js';
+import { CancelWatch } from '../core/cancel-watch.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
-import { CancelWatch } from './cancel-watch.js';
+import { runBatch, type Member } from './run-batch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
-
-interface Pending {
-  request: ExecuteRequest;
-  batchSize: number;
-  enqueuedAt: bigint;
-  signal?: AbortSignal;
-  resolve(r: ScheduledResult): void;
-  reject(e: unknown): void;
-}
 
 /**
  * No batching: each request runs alone on the first free instance, in arrival order. Instances run
- * concurrently (each owns a worker thread), so N instances serve N requests at a time.
+ * concurrently (each in its own thread or process, or awaiting), so N instances serve N requests at a time.
  */
 export class DirectScheduler implements Scheduler {
-  readonly #idle: BackendInstance[];
   readonly #ctx: SchedulerContext;
-  readonly #queue: Pending[] = [];
+  readonly #queue: Member[] = [];
   /** Queued requests whose signal aborts leave the queue and are answered CANCELLED. */
-  readonly #cancels = new CancelWatch<Pending>((item) => {
+  readonly #cancels = new CancelWatch<Member>((item) => {
     const i = this.#queue.indexOf(item);
     if (i < 0) return;
     this.#queue.splice(i, 1);
@@ -30,23 +21,23 @@ export class DirectScheduler implements Scheduler {
   });
   #inflight = 0;
   #stopped = false;
-  #drained: (() => void) | undefined;
+  #drained: (() => void)[] = [];
 
-  constructor(instances: readonly BackendInstance[], ctx: SchedulerContext) {
-    this.#idle = [...instances];
+  constructor(ctx: SchedulerContext) {
     this.#ctx = ctx;
+    ctx.pool.on({ idle: () => this.#pump() });
   }
 
   get pending(): number {
     return this.#queue.length;
   }
 
-  enqueue(request: ExecuteRequest, batchSize: number, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
+  enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
     if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
-    const { signal } = opts;
+    const { signal, onResponse } = opts;
     if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     return new Promise<ScheduledResult>((resolve, reject) => {
-      const item: Pending = { request, batchSize, enqueuedAt: process.hrtime.bigint(), signal, resolve, reject };
+      const item: Member = { request, enqueuedAt: performance.now(), signal, onResponse, resolve, reject };
       this.#cancels.watch(signal, item);
       this.#queue.push(item);
       this.#pump();
@@ -54,40 +45,43 @@ export class DirectScheduler implements Scheduler {
   }
 
   #pump(): void {
-    while (this.#idle.length > 0 && this.#queue.length > 0) {
-      const item = this.#queue.shift() as Pending;
-      const instance = this.#idle.shift() as BackendInstance;
+    while (this.#queue.length > 0) {
+      const instance = this.#ctx.pool.take();
+      if (instance === undefined) return;
+      const item = this.#queue.shift() as Member;
       this.#cancels.unwatch(item.signal, item);
-      this.#inflight++;
-      const queueNs = Number(process.hrtime.bigint() - item.enqueuedAt);
-      instance
-        .execute(item.request)
-        .then((r: ExecuteResult) => {
-          this.#ctx.stats.recordExecution(item.batchSize, r.timings);
-          item.resolve({ ...r, queueNs, executedBatchSize: item.batchSize });
-        }, item.reject)
-        .finally(() => {
-          this.#inflight--;
-          this.#idle.push(instance);
-          this.#pump();
-          this.#checkDrained();
-        });
+      this.#run(instance, item);
     }
   }
 
+  #run(instance: Instance, item: Member): void {
+    this.#inflight++;
+    void runBatch(instance, [item], this.#ctx, (_m, answer) => answer()).finally(() => {
+      this.#inflight--;
+      this.#ctx.pool.give(instance);
+      this.#pump();
+      this.#checkDrained();
+    });
+  }
+
+  failQueued(err: Error): void {
+    for (const item of this.#queue.splice(0)) {
+      this.#cancels.unwatch(item.signal, item);
+      item.reject(err);
+    }
+    this.#checkDrained();
+  }
+
   #checkDrained(): void {
-    if (this.#stopped && this.#inflight === 0 && this.#queue.length === 0) this.#drained?.();
+    if (this.#stopped && this.#inflight === 0 && this.#queue.length === 0) {
+      for (const d of this.#drained.splice(0)) d();
+    }
   }
 
   stop(): Promise<void> {
     this.#stopped = true;
-    if (this.#inflight === 0 && this.#queue.length === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const prev = this.#drained;
-      this.#drained = () => {
-        prev?.();
-        resolve();
-      };
-    });
+    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
+    this.#checkDrained();
+    return done;
   }
 }

@@ -1,57 +1,77 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import { joinInputs, splitOutputs } from '../backends/batching.js';
+import type { EngineRequest, Execute, Instance, InstanceSpec } from '../backends/contract.js';
+import { InstancePool } from '../backends/runtime/pool.js';
+import { noopLogger } from '../core/logger.js';
 import type { ModelDynamicBatching } from '../config/model-config.js';
 import { CancelledError, InvalidArgError, UnavailableError } from '../core/errors.js';
 import { ModelStats } from '../core/stats.js';
 import { DynamicBatcher } from './dynamic.js';
 
-/** Fake instance for policy tests: echoes INPUT0 as OUTPUT0; each execution waits until `release()`. */
-class FakeGatedInstance implements BackendInstance {
+/**
+ * Test double of an instance, for policy tests: echoes INPUT0 as OUTPUT0 (the batch joined and split with the
+ * engines' helpers); each execution waits until `release()`.
+ */
+class FakeGatedInstance implements Instance {
   readonly name: string;
-  readonly seen: ExecuteRequest[] = [];
+  readonly seen: { inputs: EngineRequest['inputs'] }[] = [];
+  readonly died = new Promise<Error>(() => {});
   #gates: (() => void)[] = [];
   constructor(name = 'fake') {
     this.name = name;
   }
-  async execute(request: ExecuteRequest): Promise<ExecuteResult> {
-    this.seen.push(request);
+  readonly execute: Execute = async (requests, responder) => {
+    const inputs = joinInputs(requests);
+    this.seen.push({ inputs });
     await new Promise<void>((r) => this.#gates.push(r));
-    const x = request.inputs[0];
+    const x = inputs[0];
     const data = (x.data as Int32Array).slice();
-    return {
-      outputs: request.outputs.map((name) => ({ name, datatype: x.datatype, shape: [...x.shape], data })),
-      timings: { computeInputNs: 0, computeInferNs: 1, computeOutputNs: 0 },
-    };
-  }
+    const outputs = ['OUTPUT0'].map((name) => ({ name, datatype: x.datatype, shape: [...x.shape], data }));
+    splitOutputs(requests, outputs).forEach((r, i) => responder.send(i, r, { final: true }));
+    return { computeInputNs: 0, computeInferNs: 1, computeOutputNs: 0 };
+  };
   /** Lets the oldest running execution finish. */
   release(): void {
     this.#gates.shift()?.();
   }
-  async close(): Promise<void> {}
+  async destroy(): Promise<void> {}
 }
 
-const req = (rows: number, value: number, cols = 2): ExecuteRequest => ({
+const req = (rows: number, value: number, cols = 2): EngineRequest => ({
   inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [rows, cols], data: new Int32Array(rows * cols).fill(value) }],
   outputs: ['OUTPUT0'],
+  batchSize: rows,
 });
 
-function batcher(batching: ModelDynamicBatching, instances: BackendInstance[], maxBatchSize = 8) {
+async function batcher(batching: ModelDynamicBatching, instances: FakeGatedInstance[], maxBatchSize = 8) {
   const stats = new ModelStats();
-  return { b: new DynamicBatcher(instances, { stats, maxBatchSize }, { batching }), stats };
+  const specs = instances.map((f, i): InstanceSpec => ({
+    name: f.name,
+    index: i,
+    kind: 'KIND_CPU',
+    device: -1,
+    profiles: [],
+  }));
+  const pool = await InstancePool.create(
+    { createInstance: async (spec) => instances[spec.index], unload: async () => {} },
+    specs,
+    { logger: noopLogger },
+  );
+  return { b: new DynamicBatcher({ stats, maxBatchSize, pool }, { batching }), stats };
 }
 
 const tick = () => new Promise((r) => setImmediate(r));
-const rows = (r: ExecuteRequest) => r.inputs[0].shape[0];
+const rows = (r: { inputs: EngineRequest['inputs'] }) => r.inputs[0].shape[0];
 
 describe('DynamicBatcher', () => {
   it('merges requests queued while the instance is busy, up to max_batch_size', async () => {
     const inst = new FakeGatedInstance();
-    const { b, stats } = batcher({}, [inst], 4);
-    const first = b.enqueue(req(1, 0), 1);
+    const { b, stats } = await batcher({}, [inst], 4);
+    const first = b.enqueue(req(1, 0));
     await tick();
-    const rest = [1, 2, 3, 4, 5].map((v) => b.enqueue(req(1, v), 1));
+    const rest = [1, 2, 3, 4, 5].map((v) => b.enqueue(req(1, v)));
     await tick();
     inst.release();
     await first;
@@ -75,13 +95,13 @@ describe('DynamicBatcher', () => {
 
   it('concatenates inputs into one fresh buffer and answers with views of one output allocation', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({}, [inst]);
-    const block = b.enqueue(req(1, 9), 1);
+    const { b } = await batcher({}, [inst]);
+    const block = b.enqueue(req(1, 9));
     await tick();
     const a = req(2, 1);
     const c = req(1, 2);
-    const pa = b.enqueue(a, 2);
-    const pc = b.enqueue(c, 1);
+    const pa = b.enqueue(a);
+    const pc = b.enqueue(c);
     await tick();
     inst.release();
     await block;
@@ -100,14 +120,14 @@ describe('DynamicBatcher', () => {
 
   it('sends a preferred batch size at once, without waiting for the queue delay', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({ preferred_batch_size: [2], max_queue_delay_microseconds: 10_000_000 }, [inst]);
-    const ps = [b.enqueue(req(1, 1), 1), b.enqueue(req(1, 2), 1), b.enqueue(req(1, 3), 1)];
+    const { b } = await batcher({ preferred_batch_size: [2], max_queue_delay_microseconds: 10_000_000 }, [inst]);
+    const ps = [b.enqueue(req(1, 1)), b.enqueue(req(1, 2)), b.enqueue(req(1, 3))];
     await tick();
     assert.equal(inst.seen.length, 1);
     assert.equal(rows(inst.seen[0]), 2);
     inst.release();
     await Promise.all(ps.slice(0, 2));
-    void b.stop(); // the third runs at stop without waiting 10 s
+    void b.stop(); // not awaited: stop() waits for the third, which runs at stop without waiting 10 s
     await tick();
     inst.release();
     await ps[2];
@@ -115,9 +135,9 @@ describe('DynamicBatcher', () => {
 
   it('waits max_queue_delay_microseconds for a fuller batch, then sends what it has', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({ max_queue_delay_microseconds: 50_000 }, [inst]);
+    const { b } = await batcher({ max_queue_delay_microseconds: 50_000 }, [inst]);
     const t0 = performance.now();
-    const ps = [b.enqueue(req(1, 1), 1), b.enqueue(req(1, 2), 1)];
+    const ps = [b.enqueue(req(1, 1)), b.enqueue(req(1, 2))];
     await sleep(20);
     assert.equal(inst.seen.length, 0, 'still waiting for the delay');
     await sleep(50);
@@ -130,11 +150,11 @@ describe('DynamicBatcher', () => {
 
   it('serves priority 1 before the default level', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({ priority_levels: 2, default_priority_level: 2 }, [inst], 1);
-    const block = b.enqueue(req(1, 0), 1);
+    const { b } = await batcher({ priority_levels: 2, default_priority_level: 2 }, [inst], 1);
+    const block = b.enqueue(req(1, 0));
     await tick();
-    const low = b.enqueue(req(1, 1), 1);
-    const high = b.enqueue(req(1, 2), 1, { priority: 1 });
+    const low = b.enqueue(req(1, 1));
+    const high = b.enqueue(req(1, 2), { priority: 1 });
     await tick();
     inst.release();
     await block;
@@ -147,17 +167,17 @@ describe('DynamicBatcher', () => {
   });
 
   it('BAD CALL - rejects a priority above priority_levels', async () => {
-    const { b } = batcher({ priority_levels: 2 }, [new FakeGatedInstance()]);
-    await assert.rejects(b.enqueue(req(1, 1), 1, { priority: 3 }), InvalidArgError);
+    const { b } = await batcher({ priority_levels: 2 }, [new FakeGatedInstance()]);
+    await assert.rejects(b.enqueue(req(1, 1), { priority: 3 }), InvalidArgError);
   });
 
   it('BAD CALL - refuses a request over max_queue_size with "Exceeds maximum queue size"', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({ default_queue_policy: { max_queue_size: 1 } }, [inst], 1);
-    const block = b.enqueue(req(1, 0), 1);
+    const { b } = await batcher({ default_queue_policy: { max_queue_size: 1 } }, [inst], 1);
+    const block = b.enqueue(req(1, 0));
     await tick();
-    const queued = b.enqueue(req(1, 1), 1);
-    await assert.rejects(b.enqueue(req(1, 2), 1), (e: unknown) => {
+    const queued = b.enqueue(req(1, 1));
+    await assert.rejects(b.enqueue(req(1, 2)), (e: unknown) => {
       assert.ok(e instanceof UnavailableError);
       assert.match(e.message, /Exceeds maximum queue size/);
       return true;
@@ -171,11 +191,11 @@ describe('DynamicBatcher', () => {
 
   it('BAD CALL - REJECT timeout answers "Request timeout expired" on time while the instance is busy', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({ default_queue_policy: { default_timeout_microseconds: 30_000 } }, [inst], 1);
-    const block = b.enqueue(req(1, 0), 1);
+    const { b } = await batcher({ default_queue_policy: { default_timeout_microseconds: 30_000 } }, [inst], 1);
+    const block = b.enqueue(req(1, 0));
     await tick();
     const t0 = performance.now();
-    await assert.rejects(b.enqueue(req(1, 1), 1), /Request timeout expired/);
+    await assert.rejects(b.enqueue(req(1, 1)), /Request timeout expired/);
     const waited = performance.now() - t0;
     assert.ok(waited >= 29 && waited < 200, `fired after ${waited} ms`);
     inst.release();
@@ -185,12 +205,12 @@ describe('DynamicBatcher', () => {
   it('a request timeout shortens the default only with allow_timeout_override, never lengthens it', async () => {
     const inst = new FakeGatedInstance();
     const policy = { default_timeout_microseconds: 60_000, allow_timeout_override: true };
-    const { b } = batcher({ default_queue_policy: policy }, [inst], 1);
-    const block = b.enqueue(req(1, 0), 1);
+    const { b } = await batcher({ default_queue_policy: policy }, [inst], 1);
+    const block = b.enqueue(req(1, 0));
     await tick();
     const t0 = performance.now();
-    const short = b.enqueue(req(1, 1), 1, { timeoutUs: 10_000 }).catch(() => performance.now() - t0);
-    const long = b.enqueue(req(1, 2), 1, { timeoutUs: 10_000_000 }).catch(() => performance.now() - t0);
+    const short = b.enqueue(req(1, 1), { timeoutUs: 10_000 }).catch(() => performance.now() - t0);
+    const long = b.enqueue(req(1, 2), { timeoutUs: 10_000_000 }).catch(() => performance.now() - t0);
     const [s, l] = await Promise.all([short, long]);
     assert.ok((s as number) < 50, `short ${s}`);
     assert.ok((l as number) >= 59 && (l as number) < 300, `long capped at the default: ${l}`);
@@ -200,16 +220,16 @@ describe('DynamicBatcher', () => {
 
   it('DELAY timeout keeps the request but serves it after requests still within their timeout', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher(
+    const { b } = await batcher(
       { default_queue_policy: { default_timeout_microseconds: 10_000, timeout_action: 'DELAY' } },
       [inst],
       1,
     );
-    const block = b.enqueue(req(1, 0), 1);
+    const block = b.enqueue(req(1, 0));
     await tick();
-    const late = b.enqueue(req(1, 1), 1);
+    const late = b.enqueue(req(1, 1));
     await sleep(30);
-    const fresh = b.enqueue(req(1, 2), 1);
+    const fresh = b.enqueue(req(1, 2));
     await tick();
     inst.release();
     await block;
@@ -223,10 +243,10 @@ describe('DynamicBatcher', () => {
 
   it('does not merge requests whose non-batch dims differ', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({}, [inst]);
-    const block = b.enqueue(req(1, 0), 1);
+    const { b } = await batcher({}, [inst]);
+    const block = b.enqueue(req(1, 0));
     await tick();
-    const ps = [b.enqueue(req(1, 1, 2), 1), b.enqueue(req(1, 2, 3), 1)];
+    const ps = [b.enqueue(req(1, 1, 2)), b.enqueue(req(1, 2, 3))];
     await tick();
     inst.release();
     await block;
@@ -241,11 +261,11 @@ describe('DynamicBatcher', () => {
 
   it('a request cancelled while queued leaves the queue and is answered CANCELLED', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({}, [inst], 1);
-    const block = b.enqueue(req(1, 0), 1);
+    const { b } = await batcher({}, [inst], 1);
+    const block = b.enqueue(req(1, 0));
     await tick();
     const ac = new AbortController();
-    const p = b.enqueue(req(1, 1), 1, { signal: ac.signal });
+    const p = b.enqueue(req(1, 1), { signal: ac.signal });
     await tick();
     assert.equal(b.pending, 1);
     ac.abort();
@@ -259,10 +279,10 @@ describe('DynamicBatcher', () => {
   it('preserve_ordering answers in arrival order across instances', async () => {
     const i1 = new FakeGatedInstance('a');
     const i2 = new FakeGatedInstance('b');
-    const { b } = batcher({ preserve_ordering: true }, [i1, i2], 1);
+    const { b } = await batcher({ preserve_ordering: true }, [i1, i2], 1);
     const order: number[] = [];
-    const p1 = b.enqueue(req(1, 1), 1).then(() => order.push(1));
-    const p2 = b.enqueue(req(1, 2), 1).then(() => order.push(2));
+    const p1 = b.enqueue(req(1, 1)).then(() => order.push(1));
+    const p2 = b.enqueue(req(1, 2)).then(() => order.push(2));
     await tick();
     i2.release(); // the second finishes first ...
     await sleep(5);
@@ -274,14 +294,14 @@ describe('DynamicBatcher', () => {
 
   it('stop() runs what is queued, then refuses new requests', async () => {
     const inst = new FakeGatedInstance();
-    const { b } = batcher({ max_queue_delay_microseconds: 10_000_000 }, [inst]);
-    const p = b.enqueue(req(1, 1), 1);
+    const { b } = await batcher({ max_queue_delay_microseconds: 10_000_000 }, [inst]);
+    const p = b.enqueue(req(1, 1));
     await tick();
     const stopped = b.stop();
     await tick();
     inst.release();
     await p;
     await stopped;
-    await assert.rejects(b.enqueue(req(1, 2), 1), UnavailableError);
+    await assert.rejects(b.enqueue(req(1, 2)), UnavailableError);
   });
 });

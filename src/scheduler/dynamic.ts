@@ -1,9 +1,10 @@
 import { performance } from 'node:perf_hooks';
-import type { BackendInstance, ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import type { EngineRequest, Instance } from '../backends/contract.js';
 import type { ModelDynamicBatching } from '../config/model-config.js';
-import { CancelledError, NereidError, UnavailableError } from '../core/errors.js';
-import { assembleBatch, canMerge, splitBatch, type BatchMember } from './batch.js';
-import { CancelWatch } from './cancel-watch.js';
+import { CancelWatch } from '../core/cancel-watch.js';
+import { CancelledError, UnavailableError } from '../core/errors.js';
+import { canMerge } from './batch.js';
+import { runBatch, type Member } from './run-batch.js';
 import { PriorityQueues, type QueueEntry } from './queue.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
@@ -14,10 +15,7 @@ export interface DynamicBatcherOptions {
   raggedInputs?: ReadonlySet<string>;
 }
 
-interface Item extends QueueEntry, BatchMember {
-  signal?: AbortSignal;
-  resolve(r: ScheduledResult): void;
-  reject(e: unknown): void;
+interface Item extends QueueEntry, Member {
   /** preserve_ordering: the answer, held until every earlier request has been answered. */
   answer?: () => void;
   /** preserve_ordering: left the queue without running (its error went out at once). */
@@ -38,7 +36,6 @@ type Plan = { run: Item[] } | { wait: number } | null;
  * threads), so the pump stays short: O(queue) per batch.
  */
 export class DynamicBatcher implements Scheduler {
-  readonly #idle: BackendInstance[];
   readonly #ctx: SchedulerContext;
   readonly #queue: PriorityQueues<Item>;
   readonly #ragged: ReadonlySet<string>;
@@ -63,9 +60,9 @@ export class DynamicBatcher implements Scheduler {
     this.#schedulePump();
   });
 
-  constructor(instances: readonly BackendInstance[], ctx: SchedulerContext, opts: DynamicBatcherOptions) {
-    this.#idle = [...instances];
+  constructor(ctx: SchedulerContext, opts: DynamicBatcherOptions) {
     this.#ctx = ctx;
+    ctx.pool.on({ idle: () => this.#schedulePump() });
     this.#queue = new PriorityQueues<Item>(opts.batching);
     this.#ragged = opts.raggedInputs ?? new Set();
     this.#maxBatch = Math.max(1, ctx.maxBatchSize);
@@ -80,9 +77,9 @@ export class DynamicBatcher implements Scheduler {
     return this.#queue.size;
   }
 
-  enqueue(request: ExecuteRequest, batchSize: number, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
+  enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
     if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
-    const { signal } = opts;
+    const { signal, onResponse } = opts;
     if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     let level: number;
     try {
@@ -93,11 +90,12 @@ export class DynamicBatcher implements Scheduler {
     return new Promise<ScheduledResult>((resolve, reject) => {
       const item: Item = {
         request,
-        batchSize,
+        batchSize: request.batchSize,
         enqueuedAt: performance.now(),
         level,
         deadline: 0,
         signal,
+        onResponse,
         resolve,
         reject,
       };
@@ -130,14 +128,14 @@ export class DynamicBatcher implements Scheduler {
     const now = performance.now();
     for (const it of this.#queue.expire(now)) this.#fail(it, new UnavailableError('Request timeout expired'));
     let waitUntil = Infinity;
-    while (this.#idle.length > 0 && this.#queue.size > 0) {
+    while (this.#ctx.pool.idle > 0 && this.#queue.size > 0) {
       const plan = this.#plan(now);
       if (plan === null) break;
       if ('wait' in plan) {
         waitUntil = plan.wait;
         break;
       }
-      this.#dispatch(plan.run, this.#idle.shift() as BackendInstance);
+      this.#dispatch(plan.run, this.#ctx.pool.take() as Instance);
     }
     this.#arm(Math.min(waitUntil, this.#queue.nextDeadline()));
     this.#checkDrained();
@@ -170,54 +168,38 @@ export class DynamicBatcher implements Scheduler {
     return { wait: this.#queue.oldest() + this.#delayMs };
   }
 
-  #dispatch(run: Item[], instance: BackendInstance): void {
+  #dispatch(run: Item[], instance: Instance): void {
     for (const it of run) {
       this.#queue.remove(it);
       this.#cancels.unwatch(it.signal, it);
     }
-    const started = performance.now();
-    const batch = assembleBatch(run, this.#ragged);
-    const rows = run.reduce((n, it) => n + it.batchSize, 0);
     this.#inflight++;
-    this.#ctx.logger?.debug(
-      {
-        instance: instance.name,
-        requests: run.length,
-        batchSize: rows,
-        queueMs: +(started - run[0].enqueuedAt).toFixed(3),
-      },
-      `executing batch of ${rows} (${run.length} requests)`,
-    );
-    instance
-      .execute(batch)
-      .then(
-        (result: ExecuteResult) => {
-          this.#ctx.stats.recordExecution(rows, result.timings);
-          let parts: ExecuteResult[];
-          try {
-            parts = splitBatch(run, batch, result);
-          } catch (err) {
-            for (const it of run) this.#settle(it, () => it.reject(err));
-            return;
-          }
-          run.forEach((it, i) => {
-            const queueNs = Math.round((started - it.enqueuedAt) * 1e6);
-            const answer: ScheduledResult = { ...parts[i], queueNs, executedBatchSize: rows };
-            // Ran to completion, but nobody is waiting any more: answer as cancelled (the stats say so).
-            if (it.signal?.aborted) this.#settle(it, () => it.reject(new CancelledError('request was cancelled')));
-            else this.#settle(it, () => it.resolve(answer));
-          });
+    const logger = this.#ctx.logger;
+    if (logger !== undefined && (logger.level === 'debug' || logger.level === 'trace')) {
+      const rows = run.reduce((n, it) => n + it.batchSize, 0);
+      logger.debug(
+        {
+          instance: instance.name,
+          requests: run.length,
+          batchSize: rows,
+          queueMs: +(performance.now() - run[0].enqueuedAt).toFixed(3),
         },
-        (err: unknown) => {
-          const e = NereidError.from(err);
-          for (const it of run) this.#settle(it, () => it.reject(e));
-        },
-      )
-      .finally(() => {
-        this.#inflight--;
-        this.#idle.push(instance);
-        this.#pump();
-      });
+        `executing batch of ${rows} (${run.length} requests)`,
+      );
+    }
+    void runBatch(instance, run, this.#ctx, (it, answer) => this.#settle(it as Item, answer)).finally(() => {
+      this.#inflight--;
+      this.#ctx.pool.give(instance);
+      this.#pump();
+    });
+  }
+
+  failQueued(err: Error): void {
+    for (const it of [...this.#queue.ordered()]) {
+      this.#queue.remove(it);
+      this.#fail(it, err);
+    }
+    this.#checkDrained();
   }
 
   /** Answers a request that ran; with preserve_ordering, only once every earlier request is answered. */

@@ -1,4 +1,3 @@
-import type { BackendInstance } from '../backends/backend.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { DirectScheduler } from './direct.js';
 import { DynamicBatcher } from './dynamic.js';
@@ -12,14 +11,10 @@ export type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } fr
  * The scheduler a model version gets, as in Triton: the dynamic batcher when the config has
  * `dynamic_batching` and the model batches (max_batch_size > 0), else direct (one request per execution).
  */
-export function createScheduler(
-  config: ModelConfig,
-  instances: readonly BackendInstance[],
-  ctx: SchedulerContext,
-): Scheduler {
-  if (config.dynamic_batching && (config.max_batch_size ?? 0) > 0) {
+export function createScheduler(config: ModelConfig, ctx: SchedulerContext): Scheduler {
+  if (config.dynamic_batching && ctx.maxBatchSize > 0) {
     const raggedInputs = new Set((config.input ?? []).filter((i) => i.allow_ragged_batch).map((i) => i.name as string));
-    return new DynamicBatcher(instances, ctx, { batching: config.dynamic_batching, raggedInputs });
+    return new DynamicBatcher(ctx, { batching: config.dynamic_batching, raggedInputs });
   }
-  return new DirectScheduler(instances, ctx);
+  return new DirectScheduler(ctx);
 }

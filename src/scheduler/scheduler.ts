@@ -1,6 +1,7 @@
-import type { ExecuteRequest, ExecuteResult } from '../backends/backend.js';
+import type { EngineRequest, EngineResponse, ExecuteTimings } from '../backends/contract.js';
 import type { Logger } from '../core/logger.js';
 import type { ModelStats } from '../core/stats.js';
+import type { InstancePool } from '../backends/runtime/pool.js';
 
 /** Per-request scheduling hints (Triton's schedule_policy extension; honoured by the dynamic batcher). */
 export interface ScheduleOptions {
@@ -9,12 +10,18 @@ export interface ScheduleOptions {
   priority?: number;
   /** Queue timeout in microseconds, 0 = none. */
   timeoutUs?: number;
+  /**
+   * Decoupled models: called for every response as it arrives; the promise then settles at the final flag
+   * with the last response (or none).
+   */
+  onResponse?: (response: EngineResponse) => void;
 }
 
-/** A request's result with the time it waited in the queue (for the statistics extension). */
-export interface ScheduledResult extends ExecuteResult {
+/** A request's (final) response with the time it waited in the queue (for the statistics extension). */
+export interface ScheduledResult extends EngineResponse {
+  timings: ExecuteTimings;
   queueNs: number;
-  /** Size of the batch the request ran in (its own batch size when run alone). */
+  /** Rows of the batch the request ran in (its own batch size when run alone). */
   executedBatchSize: number;
 }
 
@@ -24,6 +31,8 @@ export interface SchedulerContext {
   stats: ModelStats;
   /** The model's max_batch_size (0 = no batching). */
   maxBatchSize: number;
+  /** The instances it dispatches to; it takes an idle one per batch and gives it back. */
+  pool: InstancePool;
   /** Debug line per batch (model and version bound by the caller); defaults to no logging. */
   logger?: Logger;
 }
@@ -33,10 +42,12 @@ export interface SchedulerContext {
  * dynamic batcher, and later sequence and ensemble schedulers.
  */
 export interface Scheduler {
-  /** `batchSize` is the request's first dim when the model batches, else 1. */
-  enqueue(request: ExecuteRequest, batchSize: number, opts?: ScheduleOptions): Promise<ScheduledResult>;
+  /** `request.batchSize` is its first dim when the model batches, else 1. Inputs are handed over (see contract). */
+  enqueue(request: EngineRequest, opts?: ScheduleOptions): Promise<ScheduledResult>;
   /** Requests queued but not executing. */
   readonly pending: number;
+  /** The model has no healthy instance and is not expected back soon: fail what is queued with `err`. */
+  failQueued(err: Error): void;
   /** Stop accepting, let queued and executing requests finish; idempotent. */
   stop(): Promise<void>;
 }

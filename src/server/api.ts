@@ -1,6 +1,6 @@
 import type { ModelConfig } from '../config/model-config.js';
 import type { InferRequest, InferResponse } from '../core/inference.js';
-import type { ModelIndexEntry, ModelMetadata, ModelStatistics, ServerMetadata } from '../core/wire.js';
+import type { ModelIndexEntry, ModelMetadata, ModelStatistics, ServerMetadata, TensorMetadata } from '../core/wire.js';
 
 export type {
   ModelIndexEntry,
@@ -17,6 +17,22 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * A model version looked up for one request (by `checkModel`), handed back to `infer` so a request resolves its
+ * model once. What protocols may read of it: enough to decode a raw binary body.
+ */
+export interface ResolvedModel {
+  readonly name: string;
+  readonly version: number;
+  readonly maxBatchSize: number;
+  readonly inputs: readonly TensorMetadata[];
+}
+
+export interface InferOptions extends CallOptions {
+  /** The lookup `checkModel` made for this request; `infer` reuses it while that version is still READY. */
+  resolved?: ResolvedModel;
+}
+
 export interface InferenceServerApi extends InferenceServerExtensions {
   isLive(): boolean;
   isReady(): boolean;
@@ -27,8 +43,8 @@ export interface InferenceServerApi extends InferenceServerExtensions {
   modelReady(name: string, version?: string): boolean;
   modelConfig(name: string, version?: string): ModelConfig;
   /** Throws NotFoundError unless the model (and version) can take requests; lets protocols fail fast before parsing bodies. */
-  checkModel(name: string, version?: string): void;
-  infer(request: InferRequest, opts?: CallOptions): Promise<InferResponse>;
+  checkModel(name: string, version?: string): ResolvedModel;
+  infer(request: InferRequest, opts?: InferOptions): Promise<InferResponse>;
   close(): Promise<void>;
 }
 

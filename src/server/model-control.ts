@@ -1,5 +1,6 @@
 import { modelConfigFromJson } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
+import { abortable } from '../core/abortable.js';
 import { InternalError, InvalidArgError, NereidError, NotFoundError } from '../core/errors.js';
 import type { ModelRepository } from '../repository/manager.js';
 import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
@@ -11,7 +12,11 @@ import type { LoadOptions } from './api.js';
  * folder (they need `config`), an atomic (re)load that keeps the serving model when the new one fails.
  * Returns the model's (trimmed) name.
  */
-export async function loadByRequest(repo: ModelRepository, rawName: string, opts: LoadOptions): Promise<string> {
+export async function loadByRequest(
+  repo: ModelRepository,
+  rawName: string,
+  opts: LoadOptions & { signal?: AbortSignal },
+): Promise<string> {
   const name = checkModelName(rawName);
   const files = opts.files ?? new Map();
   if (files.size > 0 && opts.config === undefined) {
@@ -39,7 +44,7 @@ export async function loadByRequest(repo: ModelRepository, rawName: string, opts
     }
     dir = loc.dir;
   }
-  const model = await repo.load(name, { dir, config, tempDir });
+  const model = await repo.load(name, { dir, config, tempDir }, opts.signal);
   const ready = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
   if (!ready) {
     throw new InvalidArgError(`load failed for model '${name}': ${model.reason || 'no version is ready'}`);
@@ -48,7 +53,7 @@ export async function loadByRequest(repo: ModelRepository, rawName: string, opts
 }
 
 /** Unloads a loaded model or a known one (idempotent); a name the repositories never had is NOT_FOUND. */
-export async function unloadByRequest(repo: ModelRepository, rawName: string): Promise<string> {
+export async function unloadByRequest(repo: ModelRepository, rawName: string, signal?: AbortSignal): Promise<string> {
   const name = checkModelName(rawName);
   const model = repo.get(name);
   if (!model && !repo.found().has(name)) {
@@ -56,7 +61,10 @@ export async function unloadByRequest(repo: ModelRepository, rawName: string): P
       `failed to unload '${name}': no model named '${name}' is loaded or in the model repositories`,
     );
   }
-  // No ensembles yet, so there are no dependents to unload with it.
-  await repo.unload(name);
+  // No ensembles yet, so there are no dependents to unload with it. An unload is not undone when its caller goes
+  // away: the caller only stops waiting.
+  const unloading = repo.unload(name);
+  if (signal !== undefined) await abortable(unloading, signal, `unload of '${name}' was cancelled by the client`);
+  else await unloading;
   return name;
 }

@@ -1,6 +1,6 @@
-import type { Backend, BackendConfig } from '../backends/backend.js';
+import type { Backend, BackendConfig } from '../backends/contract.js';
+import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { dataTypeFromConfig } from '../core/datatypes.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
@@ -9,14 +9,17 @@ import type { Tensor } from '../core/tensor.js';
 import type { ScheduledResult } from '../scheduler/scheduler.js';
 import { ModelRepository } from '../repository/manager.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
+import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
   InferenceServerApi,
+  InferOptions,
   LoadOptions,
   LogSettings,
   ModelIndexEntry,
   ModelMetadata,
   ModelStatistics,
+  ResolvedModel,
   ServerMetadata,
   TensorMetadata,
   TraceSettings,
@@ -27,14 +30,17 @@ import { applyLogSettings, readLogSettings } from './log-settings.js';
 import { loadByRequest, unloadByRequest } from './model-control.js';
 import { collectStatistics, repositoryIndexRows } from './statistics.js';
 import { Tracer, type TraceOptions } from './trace.js';
+import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 
-export const NEREID_VERSION = '0.1.0';
+import { NEREID_VERSION } from '../core/version.js';
 
 export interface InferenceServerOptions {
   repositories: readonly string[];
   backends: readonly Backend[];
+  /** Ids of the GPUs instances may use (KIND_GPU, KIND_AUTO); none by default. */
+  gpus?: readonly number[];
   backendConfig?: ReadonlyMap<string, BackendConfig>;
   /** Triton's auto-complete (default on). */
   autoComplete?: boolean;
@@ -73,12 +79,15 @@ export class InferenceServer implements InferenceServerApi {
 
   private constructor(repo: ModelRepository, opts: InferenceServerOptions) {
     this.#repo = repo;
-    this.#opts = { strictReadiness: opts.strictReadiness ?? true, id: opts.id ?? 'triton' };
+    this.#opts = {
+      strictReadiness: opts.strictReadiness ?? SERVER_DEFAULTS.strictReadiness,
+      id: opts.id ?? SERVER_DEFAULTS.id,
+    };
     this.#logger = opts.logger ?? noopLogger;
-    this.#mode = opts.modelControlMode ?? 'none';
+    this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
     if (this.#mode === 'poll') {
-      const secs = opts.repositoryPollSecs ?? 15;
+      const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
       this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
       this.#poller.unref();
     }
@@ -109,12 +118,12 @@ export class InferenceServer implements InferenceServerApi {
     const logger = opts.logger ?? noopLogger;
     const repo = new ModelRepository({
       repositories: opts.repositories,
-      backends: opts.backends,
+      registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
-      autoComplete: opts.autoComplete ?? true,
+      autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,
       logger,
     });
-    const mode = opts.modelControlMode ?? 'none';
+    const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     if (mode === 'explicit') {
       await repo.scan();
       if ((opts.loadModels ?? []).length > 0) await repo.loadAll(opts.loadModels);
@@ -125,7 +134,7 @@ export class InferenceServer implements InferenceServerApi {
       await repo.loadAll();
     }
     const failures = repo.failures();
-    if (failures.length > 0 && (opts.exitOnError ?? true)) {
+    if (failures.length > 0 && (opts.exitOnError ?? SERVER_DEFAULTS.exitOnError)) {
       await repo.close();
       throw new UnavailableError(
         `failed to load ${failures.map((f) => `'${f.name}': ${f.reason}`).join('; ')} (start with --exit-on-error=false to serve the other models)`,
@@ -156,9 +165,10 @@ export class InferenceServer implements InferenceServerApi {
     return this.#repo.list();
   }
 
-  #resolve(name: string, version?: string): { model: Model; version: ModelVersion; config: ModelConfig } {
+  /** The one model lookup of a request: its model, the version asked for (or latest ready) and the spec. */
+  #resolve(name: string, version?: string): Target {
     const model = this.#repo.get(name);
-    if (!model || !model.config) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
+    if (!model || !model.spec) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
     let v: ModelVersion | undefined;
     if (version !== undefined && version !== '') {
       if (!/^[0-9]+$/.test(version)) {
@@ -173,11 +183,11 @@ export class InferenceServer implements InferenceServerApi {
       v = latestReady(model);
       if (!v) throw new NotFoundError(`Request for unknown model: '${name}' has no available versions`);
     }
-    return { model, version: v, config: model.config };
+    return new Target(model, v, model.spec);
   }
 
-  checkModel(name: string, version?: string): void {
-    this.#resolve(name, version);
+  checkModel(name: string, version?: string): ResolvedModel {
+    return this.#resolve(name, version);
   }
 
   modelReady(name: string, version?: string): boolean {
@@ -190,12 +200,15 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   modelMetadata(name: string, version?: string): ModelMetadata {
-    const { model, config } = this.#resolve(name, version);
-    const batching = (config.max_batch_size ?? 0) > 0;
-    const meta = (t: { name?: string; data_type?: string; dims?: number[] }): TensorMetadata => ({
-      name: t.name as string,
-      datatype: dataTypeFromConfig(t.data_type ?? 'TYPE_INVALID') ?? 'BYTES',
-      shape: batching ? [-1, ...(t.dims ?? [])] : [...(t.dims ?? [])],
+    const { model, spec } = this.#resolve(name, version);
+    const meta = (t: {
+      name: string;
+      datatype: TensorMetadata['datatype'];
+      fullDims: readonly number[];
+    }): TensorMetadata => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: [...t.fullDims],
     });
     const versions = [...model.versions.values()]
       .filter((v) => v.state === 'READY')
@@ -205,14 +218,14 @@ export class InferenceServer implements InferenceServerApi {
     return {
       name: model.name,
       versions,
-      platform: config.platform ?? config.backend ?? '',
-      inputs: (config.input ?? []).map(meta),
-      outputs: (config.output ?? []).map(meta),
+      platform: spec.platform,
+      inputs: [...spec.inputs.values()].map(meta),
+      outputs: [...spec.outputs.values()].map(meta),
     };
   }
 
   modelConfig(name: string, version?: string): ModelConfig {
-    return this.#resolve(name, version).config;
+    return this.#resolve(name, version).spec.config as ModelConfig;
   }
 
   /** Per-request observations for latency summaries and histograms (the metrics endpoint sets it). */
@@ -230,7 +243,7 @@ export class InferenceServer implements InferenceServerApi {
     this.#draining = true;
   }
 
-  async infer(request: InferRequest, opts: CallOptions = {}): Promise<InferResponse> {
+  async infer(request: InferRequest, opts: InferOptions = {}): Promise<InferResponse> {
     if (this.#draining || this.#closing) throw new UnavailableError('server is shutting down');
     this.#inflight++;
     try {
@@ -240,17 +253,20 @@ export class InferenceServer implements InferenceServerApi {
     }
   }
 
-  async #infer(request: InferRequest, opts: CallOptions): Promise<InferResponse> {
+  async #infer(request: InferRequest, opts: InferOptions): Promise<InferResponse> {
     const requestStart = process.hrtime.bigint();
-    const { model, version, config } = this.#resolve(request.model, request.version);
-    const checked = validateRequest(request, model.name, config);
+    const r = opts.resolved;
+    const target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    const { model, versionEntry: version, spec } = target;
+    const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
+    const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     let result: ScheduledResult;
     try {
-      result = await scheduler.enqueue(checked.execute, checked.batchSize, {
+      result = await scheduler.enqueue(checked.request, {
         signal: opts.signal,
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
@@ -260,7 +276,7 @@ export class InferenceServer implements InferenceServerApi {
       throw err;
     }
     const totalNs = Number(process.hrtime.bigint() - started);
-    version.stats.recordSuccess(checked.batchSize, totalNs, result.queueNs, result.timings);
+    version.stats.recordSuccess(batchSize, totalNs, result.queueNs, result.timings);
     this.#observer.requestSucceeded(model.name, version.version, {
       totalNs,
       queueNs: result.queueNs,
@@ -275,14 +291,12 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    const batching = (config.max_batch_size ?? 0) > 0;
-    const declared = new Map((config.output ?? []).map((o) => [o.name as string, o]));
     const outputs: Tensor[] = checked.outputs.map((req, i) => {
       let t = result.outputs[i];
-      const cfg = declared.get(req.name);
-      if (cfg?.reshape) t = { ...t, shape: batching ? [t.shape[0], ...(cfg.dims ?? [])] : [...(cfg.dims ?? [])] };
+      const out = spec.outputs.get(req.name);
+      if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
       if (req.classCount !== undefined && req.classCount > 0) {
-        t = classify(t, req.classCount, batching, model.labels.get(req.name));
+        t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
       }
       return t;
     });
@@ -311,9 +325,9 @@ export class InferenceServer implements InferenceServerApi {
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
-  async unloadModel(rawName: string, _opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
+  async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName);
+    const name = await unloadByRequest(this.#repo, rawName, opts.signal);
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
@@ -359,6 +373,31 @@ export class InferenceServer implements InferenceServerApi {
       this.#logger.info('all models unloaded');
     })();
     return this.#closing;
+  }
+}
+
+/** A resolved model version (ResolvedModel to protocols); stays valid while its version is READY. */
+class Target implements ResolvedModel {
+  constructor(
+    readonly model: Model,
+    readonly versionEntry: ModelVersion,
+    readonly spec: ModelSpec,
+  ) {}
+  get name(): string {
+    return this.model.name;
+  }
+  get version(): number {
+    return this.versionEntry.version;
+  }
+  get maxBatchSize(): number {
+    return this.spec.maxBatchSize;
+  }
+  get inputs(): TensorMetadata[] {
+    return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));
+  }
+  /** Still the model a request for `name` would get (nothing was unloaded or replaced since the lookup). */
+  fresh(name: string): boolean {
+    return this.model.name === name && this.versionEntry.state === 'READY';
   }
 }
 

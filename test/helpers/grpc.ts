@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { serve, type RunningNereid } from '../../src/cli/serve.js';
+import { serve, type RunningNereid } from '../../src/serve.js';
 import {
   loadServices,
   startGrpcServer,

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { serve, type RunningNereid, type ServeOptions } from '../../src/cli/serve.js';
+import { serve, type RunningNereid, type ServeOptions } from '../../src/serve.js';
 
 /** The bundled example repository. */
 export const EXAMPLES = fileURLToPath(new URL('../../examples/model_repository', import.meta.url));

@@ -5,13 +5,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSubModel, ELEM, matmulModel, writeModel } from '../../../test/fixtures/onnx-builder.js';
 import type { ModelConfig } from '../../config/model-config.js';
-import { CancelledError, InternalError, InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { CancelledError, InternalError, InvalidArgError } from '../../core/errors.js';
 import { noopLogger } from '../../core/logger.js';
 import type { Tensor } from '../../core/tensor.js';
-import type { ExecuteResult, LoadedModel } from '../backend.js';
+import { executeOne, loadForTest, type LoadedForTest } from '../../../test/helpers/engine.js';
+import type { Instance } from '../contract.js';
 import { onnxruntimeBackend } from './backend.js';
-import { OrtInstance, startSessionWorker } from './instance.js';
-import { sessionOptionsFor } from './options.js';
 
 const backend = onnxruntimeBackend();
 let dir: string;
@@ -25,16 +24,20 @@ before(async () => {
 });
 after(() => rm(dir, { recursive: true, force: true }));
 
-const load = (file: string, config: ModelConfig = {}): Promise<LoadedModel> =>
-  backend.load({
-    name: 'm',
-    version: 1,
+const load = (file: string, config: ModelConfig = {}): Promise<LoadedForTest> =>
+  loadForTest(backend, {
     config,
     modelDir: dir,
     modelPath: join(dir, file),
-    backendConfig: {},
-    logger: noopLogger,
+    instances: (config.instance_group ?? []).reduce((n, g) => n + (g.count ?? 1), 0) || 1,
   });
+
+/** The auto-completed config of a model file with no config.pbtxt. */
+const complete = (path: string): Promise<ModelConfig> =>
+  backend.autoComplete(
+    {},
+    { modelName: 'm', modelPath: path, backendConfig: {}, autoComplete: true, logger: noopLogger },
+  );
 
 const int32 = (name: string, shape: number[], f: (i: number) => number): Tensor => ({
   name,
@@ -50,27 +53,28 @@ describe('onnxruntime backend', () => {
     assert.equal(backend.defaultModelFilename, 'model.onnx');
   });
 
-  it('reads the signature with dynamic dims as -1', async () => {
-    const sig = await backend.signature(join(dir, 'simple.onnx'), { backendConfig: {}, config: {} });
-    assert.deepEqual(sig.inputs, [
-      { name: 'INPUT0', datatype: 'INT32', dims: [-1, 16] },
-      { name: 'INPUT1', datatype: 'INT32', dims: [-1, 16] },
+  it('auto-completes inputs and outputs from the model, dynamic first dims making it batch', async () => {
+    const c = await complete(join(dir, 'simple.onnx'));
+    assert.equal(c.max_batch_size, 4);
+    assert.deepEqual(c.input, [
+      { name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] },
+      { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] },
     ]);
     assert.deepEqual(
-      sig.outputs.map((o) => o.name),
+      c.output?.map((o) => o.name),
       ['OUTPUT0', 'OUTPUT1'],
     );
   });
 
   it('reads a model stored as a directory model.onnx/model.onnx (unknown dims are -1 too)', async () => {
-    const sig = await backend.signature(join(dir, 'dirmodel', 'model.onnx'), { backendConfig: {}, config: {} });
-    assert.deepEqual(sig.inputs[0], { name: 'INPUT0', datatype: 'FP32', dims: [-1, 4] });
+    const c = await complete(join(dir, 'dirmodel', 'model.onnx'));
+    assert.deepEqual(c.input?.[0], { name: 'INPUT0', data_type: 'TYPE_FP32', dims: [4] });
   });
 
   it('executes add/sub and returns only the requested outputs, in the requested order', async () => {
     const model = await load('simple.onnx');
     try {
-      const r = await model.instances[0].execute({
+      const r = await executeOne(model.instances[0], {
         inputs: [int32('INPUT0', [2, 16], (i) => i), int32('INPUT1', [2, 16], () => 1)],
         outputs: ['OUTPUT1'],
       });
@@ -81,7 +85,7 @@ describe('onnxruntime backend', () => {
       for (const t of [r.timings.computeInputNs, r.timings.computeInferNs, r.timings.computeOutputNs]) {
         assert.ok(Number.isInteger(t) && t > 0);
       }
-      const both = await model.instances[0].execute({
+      const both = await executeOne(model.instances[0], {
         inputs: [int32('INPUT0', [1, 16], () => 5), int32('INPUT1', [1, 16], () => 2)],
         outputs: ['OUTPUT1', 'OUTPUT0'],
       });
@@ -102,7 +106,7 @@ describe('onnxruntime backend', () => {
     try {
       const body = new Int32Array(40).fill(4);
       const input: Tensor = { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: body.subarray(4, 20) };
-      const r = await model.instances[0].execute({
+      const r = await executeOne(model.instances[0], {
         inputs: [input, { ...input, name: 'INPUT1' }],
         outputs: ['OUTPUT0'],
       });
@@ -117,14 +121,14 @@ describe('onnxruntime backend', () => {
     const model = await load('simple.onnx');
     try {
       await assert.rejects(
-        model.instances[0].execute({
+        executeOne(model.instances[0], {
           inputs: [int32('INPUT0', [2, 15], () => 0), int32('INPUT1', [2, 16], () => 0)],
           outputs: ['OUTPUT0'],
         }),
         (e: unknown) => e instanceof InvalidArgError && /INPUT0/.test(e.message) && /onnxruntime/.test(e.message),
       );
       // The instance is still usable afterwards.
-      const r = await model.instances[0].execute({
+      const r = await executeOne(model.instances[0], {
         inputs: [int32('INPUT0', [1, 16], () => 1), int32('INPUT1', [1, 16], () => 1)],
         outputs: ['OUTPUT0'],
       });
@@ -140,7 +144,7 @@ describe('onnxruntime backend', () => {
       const ac = new AbortController();
       ac.abort();
       await assert.rejects(
-        model.instances[0].execute({ inputs: [], outputs: ['OUTPUT0'] }, { signal: ac.signal }),
+        executeOne(model.instances[0], { inputs: [], outputs: ['OUTPUT0'] }, ac.signal),
         CancelledError,
       );
     } finally {
@@ -152,10 +156,10 @@ describe('onnxruntime backend', () => {
     const model = await load('simple.onnx', { instance_group: [{ kind: 'KIND_CPU', count: 2 }] });
     await Promise.all([model.close(), model.close()]);
     await model.close();
-    await assert.rejects(model.instances[0].execute({ inputs: [], outputs: [] }));
+    await assert.rejects(executeOne(model.instances[0], { inputs: [], outputs: [] }));
   });
 
-  it('loads and runs with every SPEC §4 model parameter set (ORT accepts the mapped options)', async () => {
+  it('loads and runs with every onnxruntime-backend model parameter set (ORT accepts the mapped options)', async () => {
     const parameters = Object.fromEntries(
       Object.entries({
         intra_op_thread_count: '2',
@@ -173,18 +177,27 @@ describe('onnxruntime backend', () => {
     );
     const warnings: string[] = [];
     const logger = { ...noopLogger, warn: (m: object | string) => void warnings.push(String(m)), child: () => logger };
-    const model = await backend.load({
+    const config: ModelConfig = { parameters, optimization: { graph: { level: 1 } } };
+    const modelPath = join(dir, 'dirmodel', 'model.onnx');
+    const handle = await backend.load({
       name: 'm',
       version: 1,
-      config: { parameters, optimization: { graph: { level: 1 } } },
+      config,
       modelDir: dir,
-      modelPath: join(dir, 'dirmodel', 'model.onnx'),
+      modelPath,
       backendConfig: {},
+      logLevel: 'silent',
       logger,
     });
+    const model = {
+      instances: [await handle.createInstance({ name: 'm_0', index: 0, kind: 'KIND_CPU', device: -1, profiles: [] })],
+      close: async () => {
+        await model.instances[0].destroy();
+      },
+    };
     try {
       const x: Tensor = { name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: Float32Array.of(1, 2, 3, 4) };
-      const r = await model.instances[0].execute({ inputs: [x, { ...x, name: 'INPUT1' }], outputs: ['OUTPUT0'] });
+      const r = await executeOne(model.instances[0], { inputs: [x, { ...x, name: 'INPUT1' }], outputs: ['OUTPUT0'] });
       assert.deepEqual(Array.from(r.outputs[0].data as Float32Array), [2, 4, 6, 8]);
       assert.equal(warnings.length, 5, warnings.join('\n'));
     } finally {
@@ -192,8 +205,7 @@ describe('onnxruntime backend', () => {
     }
   });
 
-  it('BAD CONFIG - KIND_GPU and accelerators fail the load', async () => {
-    await assert.rejects(load('simple.onnx', { instance_group: [{ kind: 'KIND_GPU', count: 1 }] }), UnsupportedError);
+  it('BAD CONFIG - accelerators this build cannot honour fail the load', async () => {
     await assert.rejects(
       load('simple.onnx', {
         optimization: { execution_accelerators: { cpu_execution_accelerator: [{ name: 'openvino' }] } },
@@ -226,8 +238,7 @@ describe('onnxruntime backend', () => {
       shape: [rows, 512],
       data: new Float32Array(rows * 512).fill(0.5),
     });
-    const run = (i: number, x: Tensor): Promise<ExecuteResult> =>
-      model.instances[i].execute({ inputs: [x], outputs: ['Y'] });
+    const run = (i: number, x: Tensor) => executeOne(model.instances[i], { inputs: [x], outputs: ['Y'] });
     try {
       await Promise.all([run(0, input(1)), run(1, input(1))]); // warm-up
       const [big, small] = [input(8192), input(1)];
@@ -258,18 +269,18 @@ describe('onnxruntime backend', () => {
     }
   });
 
-  it('a worker crash fails in-flight executions with INTERNAL and the instance reports it', async () => {
-    const { session, run } = sessionOptionsFor({});
-    const started = await startSessionWorker({ mode: 'instance', modelPath: join(dir, 'matmul.onnx'), session, run });
-    const instance = new OrtInstance('crash', started, noopLogger);
+  it('an engine thread crash fails in-flight executions with INTERNAL naming the instance, and settles died', async () => {
+    const model = await load('matmul.onnx');
+    const instance = model.instances[0] as Instance & { __crash(): void };
     const x: Tensor = { name: 'X', datatype: 'FP32', shape: [1024, 512], data: new Float32Array(1024 * 512) };
-    // The worker exits on the fault-injection message, before it reads the run posted after it, so that run
+    // The thread exits on the fault-injection message, before it reads the run posted after it, so that run
     // is in flight when the thread dies. (terminate() mid-run would abort the process: onnxruntime native code.)
-    started.worker.postMessage({ type: '__crash' });
-    const inflight = instance.execute({ inputs: [x], outputs: ['Y'] });
-    await assert.rejects(inflight, InternalError);
-    assert.ok(instance.failure instanceof InternalError);
-    await assert.rejects(instance.execute({ inputs: [], outputs: ['Y'] }), InternalError);
-    await instance.close();
+    instance.__crash();
+    const inflight = executeOne(instance, { inputs: [x], outputs: ['Y'] });
+    await assert.rejects(inflight, (e: unknown) => e instanceof InternalError && /instance m_0 .*died/.test(e.message));
+    const died = await instance.died;
+    assert.match(died.message, /exited with code 70/);
+    await assert.rejects(executeOne(instance, { inputs: [], outputs: ['Y'] }), InternalError);
+    await model.close();
   });
 });

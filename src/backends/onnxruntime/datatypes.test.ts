@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ELEM, identityModel, writeModel } from '../../../test/fixtures/onnx-builder.js';
-import type { DataType } from '../../core/datatypes.js';
+import { DATATYPES, type DataType } from '../../core/datatypes.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { noopLogger } from '../../core/logger.js';
 import type { Tensor, TensorData } from '../../core/tensor.js';
+import { executeOne, loadForTest } from '../../../test/helpers/engine.js';
 import { onnxruntimeBackend } from './backend.js';
 
 const backend = onnxruntimeBackend();
@@ -16,6 +17,12 @@ before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'nereid-ort-dt-'));
 });
 after(() => rm(dir, { recursive: true, force: true }));
+
+const complete = (file: string) =>
+  backend.autoComplete(
+    {},
+    { modelName: 'm', modelPath: file, backendConfig: {}, autoComplete: true, logger: noopLogger },
+  );
 
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
 
@@ -41,20 +48,12 @@ describe('onnxruntime backend datatypes', () => {
     it(`round-trips ${datatype} through Identity`, async () => {
       const file = join(dir, `id-${datatype}.onnx`);
       await writeModel(file, identityModel(elem));
-      const sig = await backend.signature(file, { backendConfig: {}, config: {} });
-      assert.deepEqual(sig.inputs, [{ name: 'INPUT', datatype, dims: [-1] }]);
-      const model = await backend.load({
-        name: datatype,
-        version: 1,
-        config: {},
-        modelDir: dir,
-        modelPath: file,
-        backendConfig: {},
-        logger: noopLogger,
-      });
+      const c = await complete(file);
+      assert.equal(c.input?.[0].data_type, DATATYPES[datatype].configName);
+      const model = await loadForTest(backend, { name: datatype, modelDir: dir, modelPath: file });
       try {
         const input: Tensor = { name: 'INPUT', datatype, shape: [3], data: sample() };
-        const r = await model.instances[0].execute({ inputs: [input], outputs: ['OUTPUT'] });
+        const r = await executeOne(model.instances[0], { inputs: [input], outputs: ['OUTPUT'] });
         const out = r.outputs[0];
         assert.equal(out.datatype, datatype);
         assert.deepEqual(out.shape, [3]);
@@ -75,24 +74,16 @@ describe('onnxruntime backend datatypes', () => {
   it('BAD INPUT - BYTES that are not UTF-8 are INVALID_ARG (ORT strings are text)', async () => {
     const file = join(dir, 'id-str.onnx');
     await writeModel(file, identityModel(ELEM.STRING));
-    const model = await backend.load({
-      name: 's',
-      version: 1,
-      config: {},
-      modelDir: dir,
-      modelPath: file,
-      backendConfig: {},
-      logger: noopLogger,
-    });
+    const model = await loadForTest(backend, { name: 's', modelDir: dir, modelPath: file });
     try {
       const input: Tensor = { name: 'INPUT', datatype: 'BYTES', shape: [1], data: [Uint8Array.of(0xff, 0xfe)] };
       await assert.rejects(
-        model.instances[0].execute({ inputs: [input], outputs: ['OUTPUT'] }),
+        executeOne(model.instances[0], { inputs: [input], outputs: ['OUTPUT'] }),
         (e: unknown) => e instanceof InvalidArgError && /not valid UTF-8/.test(e.message),
       );
       const bf16: Tensor = { name: 'INPUT', datatype: 'BF16', shape: [1], data: Uint16Array.of(0x3f80) };
       await assert.rejects(
-        model.instances[0].execute({ inputs: [bf16], outputs: ['OUTPUT'] }),
+        executeOne(model.instances[0], { inputs: [bf16], outputs: ['OUTPUT'] }),
         (e: unknown) => e instanceof InvalidArgError && /BF16/.test(e.message),
       );
     } finally {
@@ -103,9 +94,6 @@ describe('onnxruntime backend datatypes', () => {
   it('BAD MODEL - a BF16 model is an UNSUPPORTED load error that says BF16', async () => {
     const file = join(dir, 'id-bf16.onnx');
     await writeModel(file, identityModel(ELEM.BFLOAT16));
-    await assert.rejects(
-      backend.signature(file, { backendConfig: {}, config: {} }),
-      (e: unknown) => e instanceof UnsupportedError && /BF16/.test(e.message),
-    );
+    await assert.rejects(complete(file), (e: unknown) => e instanceof UnsupportedError && /BF16/.test(e.message));
   });
 });

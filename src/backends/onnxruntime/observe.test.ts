@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { foldableModel, matmulModel, readNodeOps, writeModel } from '../../../test/fixtures/onnx-builder.js';
 import type { ModelConfig } from '../../config/model-config.js';
-import { noopLogger } from '../../core/logger.js';
-import type { BackendConfig } from '../backend.js';
+import { InferenceSession } from 'onnxruntime-node';
+import { executeOne, loadForTest } from '../../../test/helpers/engine.js';
+import type { BackendConfig } from '../contract.js';
 import { onnxruntimeBackend } from './backend.js';
-import { startSessionWorker } from './instance.js';
 import { sessionOptionsFor } from './options.js';
 
 /**
@@ -29,14 +29,15 @@ after(() => rm(dir, { recursive: true, force: true }));
 /** Node count of the graph ORT optimized with the session options mapped from `config`. */
 async function optimizedNodes(config: ModelConfig, tag: string): Promise<string[]> {
   const out = join(dir, `opt-${tag}.onnx`);
-  const { session, run } = sessionOptionsFor(config);
-  const { worker } = await startSessionWorker({
-    mode: 'signature',
-    modelPath: join(dir, 'fold.onnx'),
-    session: { ...session, optimizedModelFilePath: out, logSeverityLevel: 3 },
-    run,
+  // The mapped options straight into onnxruntime-node (here, in the test's thread): ORT writes the graph it
+  // optimized with them.
+  const { session } = sessionOptionsFor(config);
+  const s = await InferenceSession.create(join(dir, 'fold.onnx'), {
+    ...(session as InferenceSession.SessionOptions),
+    optimizedModelFilePath: out,
+    logSeverityLevel: 3,
   });
-  await new Promise((done) => worker.once('exit', done));
+  await s.release();
   return readNodeOps(out);
 }
 
@@ -45,18 +46,16 @@ const threads = (): number => readdirSync('/proc/self/task').length;
 /** Threads the process gains while a one-instance model loaded with `config` is up. */
 async function threadsAdded(config: ModelConfig, backendConfig: BackendConfig = {}): Promise<number> {
   const before = threads();
-  const model = await backend.load({
+  const model = await loadForTest(backend, {
     name: 'mm',
-    version: 1,
     config,
     modelDir: dir,
     modelPath: join(dir, 'matmul.onnx'),
     backendConfig,
-    logger: noopLogger,
   });
   try {
     const x = new Float32Array(256 * 64).fill(1);
-    await model.instances[0].execute({
+    await executeOne(model.instances[0], {
       inputs: [{ name: 'X', datatype: 'FP32', shape: [256, 64], data: x }],
       outputs: ['Y'],
     });

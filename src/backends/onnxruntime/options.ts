@@ -1,10 +1,10 @@
 import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
-import type { BackendConfig } from '../backend.js';
+import type { BackendConfig } from '../contract.js';
 
 /**
- * Triton's onnxruntime-backend options (SPEC §4) mapped onto onnxruntime-node's session and run options.
+ * Triton's onnxruntime-backend options mapped onto onnxruntime-node's session and run options.
  * Pure: no I/O, no logging. The caller logs `warnings` and hands `session`/`run` to the worker threads
  * (plain JSON, so they cross by structured clone).
  */

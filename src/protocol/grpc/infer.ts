@@ -43,9 +43,9 @@ async function inferOnce(
   msg: ModelInferRequestMsg,
   signal: AbortSignal,
 ): Promise<ModelInferResponseMsg> {
-  api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version);
+  const resolved = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version);
   const request = decodeModelInferRequest(msg);
-  return encodeModelInferResponse(await api.infer(request, { signal }));
+  return encodeModelInferResponse(await api.infer(request, { signal, resolved }));
 }
 
 /** ModelInfer: one request, one response or a status. */
@@ -117,6 +117,7 @@ export function modelStreamInfer(
       tail = tail.catch((err: unknown) => logger.error({ err }, 'gRPC ModelStreamInfer: writing a response failed'));
     });
     call.on('end', () => {
+      // tail never rejects (each write's failure is caught and logged above), so nothing is dropped here.
       void tail.then(() => {
         dispose();
         if (!failed && !signal.aborted) call.end();

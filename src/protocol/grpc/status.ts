@@ -1,6 +1,6 @@
 import { Metadata, type StatusObject } from '@grpc/grpc-js';
-import { NereidError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { errorForClient } from '../kserve/client-error.js';
 import { grpcStatusOf } from '../kserve/status.js';
 
 /** A gRPC status as grpc-js takes it from a unary callback or a stream's `emit('error')`. */
@@ -8,14 +8,11 @@ export type GrpcStatus = Pick<StatusObject, 'code' | 'details' | 'metadata'>;
 
 /**
  * The one place a handler error becomes a gRPC status (Triton: GrpcStatusUtil::Create). Codes come from the
- * shared ErrorCode table; an error we did not raise on purpose is logged with its cause and answered as
- * INTERNAL, so operators see what happened.
+ * shared ErrorCode table; an error we did not raise on purpose is logged with an id and its cause and answered as
+ * INTERNAL with a generic message naming that id (kserve/client-error.ts).
  */
 export function toStatus(err: unknown, logger: Logger, rpc: string): GrpcStatus {
-  const e = NereidError.from(err);
-  if (!(err instanceof NereidError) && e.code === 'INTERNAL') {
-    logger.error({ err, rpc }, `unexpected error in gRPC ${rpc}`);
-  }
+  const e = errorForClient(err, logger, { protocol: 'grpc', rpc });
   return { code: grpcStatusOf(e.code), details: e.message, metadata: new Metadata() };
 }
 

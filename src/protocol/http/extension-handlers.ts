@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { readBody } from './body.js';
 import { decompress, requestCoding } from './compression.js';
+import { connectionSignal } from './connection-signal.js';
 import { sendJson } from './respond.js';
 import type { RouteContext } from './routes.js';
 
@@ -50,7 +51,7 @@ export const modelStats = async ({ req, res, api, model, version }: RouteContext
 
 export const repositoryIndex = async ({ req, res, api, maxInputSize }: RouteContext): Promise<void> => {
   const body = await jsonBody(req, maxInputSize);
-  sendJson(req, res, 200, api.repositoryIndex({ ready: optionalBool(body, 'ready') }));
+  await sendJson(req, res, 200, api.repositoryIndex({ ready: optionalBool(body, 'ready') }));
 };
 
 /** `/v2/repository[/<repo>]/models/<m>/(load|unload)`; a repository name is not supported (as Triton). */
@@ -69,7 +70,10 @@ export const repositoryControl = async (ctx: RouteContext): Promise<void> => {
   }
   const params = objectField(await jsonBody(req, maxInputSize), 'parameters');
   if (m.groups.action === 'unload') {
-    await api.unloadModel(model, { unloadDependents: optionalBool(params, 'unload_dependents') });
+    await api.unloadModel(model, {
+      unloadDependents: optionalBool(params, 'unload_dependents'),
+      signal: connectionSignal(req.socket),
+    });
   } else {
     const files = new Map<string, Uint8Array>();
     let config: string | undefined;
@@ -82,9 +86,9 @@ export const repositoryControl = async (ctx: RouteContext): Promise<void> => {
         files.set(key.slice('file:'.length), Buffer.from(value, 'base64'));
       }
     }
-    await api.loadModel(model, { config, files });
+    await api.loadModel(model, { config, files, signal: connectionSignal(req.socket) });
   }
-  sendJson(req, res, 200, {});
+  await sendJson(req, res, 200, {});
 };
 
 export const logging = async ({ req, res, api, maxInputSize }: RouteContext): Promise<void> => {

@@ -37,17 +37,16 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
   if (coding !== undefined) body = await decompress(body, coding, maxInputSize);
   const headerValue = req.headers['inference-header-content-length'];
   const headerLength = parseHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
-  api.checkModel(model, version);
+  const resolved = api.checkModel(model, version);
   let decoded: DecodedInfer;
   if (headerLength === 0) {
-    const meta = api.modelMetadata(model, version);
-    decoded = decodeRawRequest(model, version, body, meta, api.modelConfig(model, version).max_batch_size ?? 0);
+    decoded = decodeRawRequest(model, version, body, resolved);
   } else {
     decoded = decodeInferRequest(model, version, body, headerLength);
   }
 
   // Aborted when the client goes away: queued work is dropped, running work is discarded.
-  const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket) });
+  const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket), resolved });
   const encoded = encodeInferResponse(response, decoded.plan);
   if (encoded.headerLength === undefined) {
     await send(req, res, 200, 'application/json', [encoded.header], {}, { compressible: true });

@@ -117,19 +117,16 @@ describe('decodeInferRequest', () => {
 });
 
 describe('decodeRawRequest', () => {
-  const meta = (datatype: 'FP32' | 'BYTES', shape: number[]) => ({
-    name: 'm',
-    versions: ['1'],
-    platform: 'onnxruntime_onnx',
+  const meta = (datatype: 'FP32' | 'BYTES', shape: number[], maxBatchSize = 0) => ({
+    maxBatchSize,
     inputs: [{ name: 'IN', datatype, shape }],
-    outputs: [],
   });
   it('treats the body as the only input, batch 1, every output binary', () => {
     const body = new Uint8Array(Float32Array.from([1, 2, 3, 4]).buffer);
-    const { request, plan } = decodeRawRequest('m', undefined, body, meta('FP32', [-1, -1]), 8);
+    const { request, plan } = decodeRawRequest('m', undefined, body, meta('FP32', [-1, -1], 8));
     assert.deepEqual(request.inputs[0].shape, [1, 4]);
     assert.equal(plan.binaryDefault, true);
-    const bytes = decodeRawRequest('m', undefined, new Uint8Array([104, 105]), meta('BYTES', [1]), 0);
+    const bytes = decodeRawRequest('m', undefined, new Uint8Array([104, 105]), meta('BYTES', [1]));
     assert.deepEqual(bytes.request.inputs[0].shape, [1]);
   });
   it('BAD CALL - refuses models it cannot deduce the input of', () => {
@@ -138,15 +135,15 @@ describe('decodeRawRequest', () => {
       inputs: [meta('FP32', [4]).inputs[0], { name: 'B', datatype: 'FP32' as const, shape: [4] }],
     };
     assert.throws(
-      () => decodeRawRequest('m', undefined, new Uint8Array(16), two, 0),
+      () => decodeRawRequest('m', undefined, new Uint8Array(16), two),
       fails('INVALID_ARG', /Raw request must only have 1 input/),
     );
     assert.throws(
-      () => decodeRawRequest('m', undefined, new Uint8Array(12), meta('FP32', [4]), 0),
+      () => decodeRawRequest('m', undefined, new Uint8Array(12), meta('FP32', [4])),
       fails('INVALID_ARG', /byte size mismatch/),
     );
     assert.throws(
-      () => decodeRawRequest('m', undefined, new Uint8Array(4), meta('BYTES', [2]), 0),
+      () => decodeRawRequest('m', undefined, new Uint8Array(4), meta('BYTES', [2])),
       fails('INVALID_ARG', /must have input shape \[1\]/),
     );
   });

@@ -1,4 +1,4 @@
-import type { ModelMetadata } from '../../server/api.js';
+import type { ResolvedModel } from '../../server/api.js';
 import { DATATYPES, isDataType } from '../../core/datatypes.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import type { InferInput, InferRequest, Parameters, RequestedOutput } from '../../core/inference.js';
@@ -243,9 +243,9 @@ export function decodeRawRequest(
   model: string,
   version: string | undefined,
   body: Uint8Array,
-  meta: ModelMetadata,
-  maxBatchSize: number,
+  meta: Pick<ResolvedModel, 'inputs' | 'maxBatchSize'>,
 ): DecodedInfer {
+  const maxBatchSize = meta.maxBatchSize;
   if (meta.inputs.length !== 1) {
     throw new InvalidArgError(
       `Raw request must only have 1 input (found ${meta.inputs.length}) to be deduced but got ${meta.inputs.length} inputs in '${model}' model configuration. Send a JSON header with 'Inference-Header-Content-Length' instead`,

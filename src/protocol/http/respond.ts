@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { NereidError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { errorForClient } from '../kserve/client-error.js';
 import { httpStatusOf } from '../kserve/status.js';
 import { bodyUnread } from './body.js';
 import { compress, MIN_COMPRESS_BYTES, responseCoding } from './compression.js';
@@ -68,8 +68,8 @@ export function sendEmpty(req: IncomingMessage, res: ServerResponse, status: num
 }
 
 /**
- * Answers any error as `{"error": msg}` with Triton's status mapping. Errors that are not NereidErrors are bugs or
- * environment failures: they are logged with their cause and answered as INTERNAL (500).
+ * Answers any error as `{"error": msg}` with Triton's status mapping. Errors Nereid did not raise on purpose are
+ * logged with an id and answered as INTERNAL (500) with a generic message naming that id (kserve/client-error.ts).
  */
 export async function sendError(
   req: IncomingMessage,
@@ -77,10 +77,7 @@ export async function sendError(
   err: unknown,
   logger: Logger,
 ): Promise<void> {
-  const e = NereidError.from(err);
-  if (!(err instanceof NereidError) && e.code === 'INTERNAL') {
-    logger.error({ err, method: req.method, url: req.url }, 'unexpected error while handling an HTTP request');
-  }
+  const e = errorForClient(err, logger, { protocol: 'http', method: req.method, url: req.url });
   if (res.headersSent) {
     // Too late for a status: cut the connection so the client sees a failure rather than a truncated success.
     res.destroy(e);

@@ -26,7 +26,7 @@ export interface Route {
   readonly methods: Readonly<Partial<Record<Method, Handler>>>;
 }
 
-/** A handler for an endpoint whose feature a later issue adds: an honest 501, never a fake success. */
+/** A handler for an endpoint whose feature is not built yet: an honest 501, never a fake success. */
 export function notImplemented(feature: string): Handler {
   return () => Promise.reject(new UnsupportedError(`${feature} is not implemented yet in Nereid`));
 }
@@ -85,8 +85,8 @@ export interface CoreHandlers {
 }
 
 /**
- * The routing table. Later issues replace a `notImplemented` entry with a real handler; everything else (404, 405,
- * captures, error mapping) stays in `dispatch`.
+ * The routing table. A feature that gets built replaces its `notImplemented` entry with a real handler; everything
+ * else (404, 405, captures, error mapping) stays in `dispatch`.
  */
 export function buildRoutes(h: CoreHandlers): readonly Route[] {
   const { modelStats: stats, trace } = h;

@@ -4,8 +4,8 @@ import type { BytesData, Tensor, TensorData } from '../../core/tensor.js';
 import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } from '../../core/half.js';
 
 /**
- * KServe JSON tensor `data` ↔ Nereid tensor data, shared by every protocol that carries JSON (HTTP now; the REST
- * gateway of later issues). Rules, with our deviations from Triton:
+ * KServe JSON tensor `data` ↔ Nereid tensor data, shared by every protocol that carries JSON (HTTP now; a REST
+ * gateway later). Rules, with our deviations from Triton:
  * - `data` is flat or nested (any nesting, row-major); only the total element count is checked against the shape,
  *   as Triton does. Nesting deeper than {@link MAX_JSON_DEPTH} is refused (Triton's limit and wording).
  * - BOOL is a JSON boolean; BYTES a JSON string (its UTF-8 bytes).

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { noopLogger } from '../core/logger.js';
 import { completeConfig } from './autocomplete.js';
-import type { ModelSignature } from '../backends/backend.js';
+import type { ModelSignature } from './contract.js';
 
-const opts = { autoComplete: true, defaultMaxBatchSize: 4, logger: noopLogger };
+const opts = { autoComplete: true, defaultMaxBatchSize: 4, warn: () => {} };
 const batchable: ModelSignature = {
   inputs: [{ name: 'X', datatype: 'FP32', dims: [-1, 3] }],
   outputs: [{ name: 'Y', datatype: 'FP32', dims: [-1, 2] }],

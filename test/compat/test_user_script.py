@@ -1,7 +1,6 @@
-"""The user's walkthrough (seed 001): a `run_inference` helper written for Triton, pointed at Nereid's example
-text_encoder. Same logic as the seed: three INT32 inputs built from numpy arrays of any integer type, one requested
-output "output" as binary data, `as_numpy("output")`; the seed's typos (`Listing`, passing the return values of
-set_data_from_numpy as inputs) are fixed only where needed to run."""
+"""A user's script written for Triton, unchanged in its logic, pointed at Nereid's example text_encoder: a
+`run_inference` helper with three INT32 inputs built from numpy arrays of any integer type, one requested output
+"output" as binary data, and `as_numpy("output")`."""
 
 from __future__ import annotations
 
@@ -39,7 +38,7 @@ def run_inference(
 
 @pytest.fixture()
 def client(http_url):
-    # The seed builds its client from TRITON_CLIENT_URL; here the URL is the suite's server.
+    # Such scripts read the URL from their environment (e.g. TRITON_CLIENT_URL); here it is the suite's server.
     c = InferenceServerClient(url=http_url, verbose=False)
     yield c
     c.close()

@@ -1,8 +1,7 @@
-import type { ModelSignature, TensorSignature } from '../backends/backend.js';
+import type { ModelSignature, TensorSignature } from './contract.js';
 import type { ConfigDataType, ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
 import { DATATYPES, dataTypeFromConfig } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
 
 /**
  * Triton's onnxruntime auto-complete, then the check that the config and the model file agree.
@@ -14,7 +13,8 @@ export interface CompleteOptions {
   autoComplete: boolean;
   /** `default-max-batch-size` from backend-config (Triton's default 4). */
   defaultMaxBatchSize: number;
-  logger: Logger;
+  /** Receives what the operator should read (Triton logs it as a warning). */
+  warn: (message: string) => void;
 }
 
 const fmt = (d: readonly number[]): string => `[${d.join(',')}]`;
@@ -46,8 +46,7 @@ export function completeConfig(
     const mbs = config.max_batch_size ?? 0;
     if (canBatch && mbs === 0) {
       config.max_batch_size = opts.defaultMaxBatchSize;
-      opts.logger.warn(
-        { model: modelName },
+      opts.warn(
         `autofilled max_batch_size to ${opts.defaultMaxBatchSize} for model '${modelName}' since batching is supported but no max_batch_size is specified in model configuration; set max_batch_size: 0 to disable batching`,
       );
     } else if (!canBatch && mbs !== 0) {

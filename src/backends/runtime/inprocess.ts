@@ -1,0 +1,67 @@
+import type {
+  Backend,
+  BackendDescriptor,
+  EngineAdapter,
+  EngineInstance,
+  EngineLoadContext,
+  Execute,
+  Instance,
+  InstanceSpec,
+  ModelHandle,
+} from '../contract.js';
+import { CancelledError } from '../../core/errors.js';
+import { EngineFault } from './fault.js';
+
+/**
+ * The in-process transport: the engine runs on the main thread. For engines whose work never blocks the event
+ * loop (timers, async native calls on libuv's pool). Ownership is trivially kept: nothing is copied or moved.
+ */
+export function inProcessBackend(
+  descriptor: BackendDescriptor & Pick<Backend, 'autoComplete'>,
+  adapter: EngineAdapter,
+): Backend {
+  return {
+    ...descriptor,
+    async load(ctx: EngineLoadContext, signal?: AbortSignal): Promise<ModelHandle> {
+      const { logger: _logger, ...plain } = ctx as EngineLoadContext & { logger?: unknown };
+      const model = await adapter.load(plain, signal ?? new AbortController().signal);
+      let unloading: Promise<void> | undefined;
+      return {
+        async createInstance(spec: InstanceSpec, createSignal?: AbortSignal): Promise<Instance> {
+          const signal = createSignal ?? new AbortController().signal;
+          if (signal.aborted) throw new CancelledError('instance creation was cancelled');
+          return new InProcessInstance(spec.name, await model.createInstance(spec, signal));
+        },
+        unload: () => (unloading ??= model.unload()),
+      };
+    },
+  };
+}
+
+class InProcessInstance implements Instance {
+  readonly name: string;
+  readonly died: Promise<Error>;
+  readonly #engine: EngineInstance;
+  #die!: (e: Error) => void;
+  #destroyed: Promise<void> | undefined;
+
+  constructor(name: string, engine: EngineInstance) {
+    this.name = name;
+    this.#engine = engine;
+    this.died = new Promise((resolve) => (this.#die = resolve));
+  }
+
+  readonly execute: Execute = async (requests, responder, signal) => {
+    try {
+      return await this.#engine.execute(requests, responder, signal);
+    } catch (err) {
+      if (err instanceof EngineFault) this.#die(err);
+      throw err;
+    }
+  };
+
+  destroy(): Promise<void> {
+    this.#destroyed ??= this.#engine.destroy();
+    return this.#destroyed;
+  }
+}

@@ -1,0 +1,122 @@
+import type { EngineRequest, EngineResponse, Instance, Responder } from '../backends/contract.js';
+import { CancelWatch } from '../core/cancel-watch.js';
+import { CancelledError, InternalError, NereidError } from '../core/errors.js';
+import type { ScheduledResult, SchedulerContext, ScheduleOptions } from './scheduler.js';
+
+/** A queued request as every scheduler keeps it. */
+export interface Member {
+  request: EngineRequest;
+  signal?: AbortSignal;
+  onResponse?: ScheduleOptions['onResponse'];
+  /** `performance.now()` at enqueue, ms. */
+  enqueuedAt: number;
+  resolve(r: ScheduledResult): void;
+  reject(e: unknown): void;
+}
+
+/** How a scheduler delivers an answer (the dynamic batcher holds them back for preserve_ordering). */
+export type Settle = (m: Member, answer: () => void) => void;
+
+const NEVER = new AbortController().signal;
+
+/**
+ * A batch's signal aborts when every member's signal has: only then may the engine stop the run. One listener
+ * per distinct signal (members of one HTTP connection share theirs).
+ */
+class BatchCancel {
+  readonly controller = new AbortController();
+  #left: number;
+  readonly watch = new CancelWatch<Member>(() => {
+    if (--this.#left === 0) this.controller.abort();
+  });
+  constructor(members: readonly Member[]) {
+    this.#left = members.length;
+    for (const m of members) this.watch.watch(m.signal, m);
+  }
+  release(members: readonly Member[]): void {
+    for (const m of members) this.watch.unwatch(m.signal, m);
+  }
+}
+
+/**
+ * Runs one batch on `instance` and answers each member: its final response (or error) when the execution
+ * settles; a member whose client went away meanwhile is answered CANCELLED (the run may have finished anyway).
+ * Decoupled members get each response through `onResponse` and settle at their final flag, which may come after
+ * the execution returned.
+ */
+export async function runBatch(
+  instance: Instance,
+  members: readonly Member[],
+  ctx: SchedulerContext,
+  settle: Settle,
+): Promise<void> {
+  const started = performance.now();
+  const rows = members.reduce((n, m) => n + m.request.batchSize, 0);
+  const n = members.length;
+  const last: (EngineResponse | undefined)[] = new Array(n);
+  const errors: (Error | undefined)[] = new Array(n);
+  const final: boolean[] = new Array(n).fill(false);
+  let executed = false;
+  let timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
+
+  const answer = (i: number): void => {
+    const m = members[i];
+    const err = errors[i];
+    if (err !== undefined) return settle(m, () => m.reject(err));
+    if (m.signal?.aborted) return settle(m, () => m.reject(new CancelledError('request was cancelled')));
+    const r = last[i] ?? { outputs: [] };
+    const queueNs = Math.round((started - m.enqueuedAt) * 1e6);
+    settle(m, () => m.resolve({ ...r, timings, queueNs, executedBatchSize: rows }));
+  };
+
+  const responder: Responder = {
+    send(i, response, opts) {
+      if (i < 0 || i >= n || final[i]) return;
+      if (response instanceof Error) {
+        errors[i] = NereidError.from(response);
+        final[i] = true;
+      } else {
+        if (response !== null) {
+          last[i] = response;
+          members[i].onResponse?.(response);
+        }
+        final[i] = opts.final;
+      }
+      // A decoupled request finishing after its execution returned is answered now.
+      if (final[i] && executed) answer(i);
+    },
+  };
+
+  const cancel = n === 1 ? undefined : new BatchCancel(members);
+  const signal = n === 1 ? (members[0].signal ?? NEVER) : (cancel as BatchCancel).controller.signal;
+  try {
+    timings = await instance.execute(
+      members.map((m) => m.request),
+      responder,
+      signal,
+    );
+    ctx.stats.recordExecution(rows, timings);
+    executed = true;
+    for (let i = 0; i < n; i++) {
+      if (final[i]) answer(i);
+      else if (members[i].onResponse === undefined) {
+        errors[i] = new InternalError(`instance ${instance.name} returned without answering request ${i} of its batch`);
+        final[i] = true;
+        answer(i);
+      }
+    }
+  } catch (err) {
+    executed = true;
+    const e = NereidError.from(err);
+    for (let i = 0; i < n; i++) {
+      if (final[i]) answer(i);
+      else {
+        errors[i] = e;
+        final[i] = true;
+        answer(i);
+      }
+    }
+  } finally {
+    cancel?.release(members);
+  }
+}

@@ -1,0 +1,189 @@
+import { defaultBackends } from './backends/index.js';
+import { createLogger } from './core/logger.js';
+import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
+import {
+  startGrpcServer,
+  type GrpcKeepaliveOptions,
+  type GrpcTlsOptions,
+  type RunningGrpcServer,
+} from './protocol/grpc/index.js';
+import { startHttpServer } from './protocol/http/server.js';
+import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
+import { InferenceServer, type InferenceServerOptions } from './server/server.js';
+
+/**
+ * What `serve()` starts. Every field is optional except `repositories`; defaults are Triton's (HTTP on 8000,
+ * gRPC on 8001 and metrics on 8002, all on 0.0.0.0), the same as `nereid serve` with no flags. An embedder that
+ * wants only HTTP on a free port passes `{ repositories, httpPort: 0, httpAddress: '127.0.0.1', allowGrpc: false,
+ * allowMetrics: false }`.
+ */
+export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
+  /** `--http-port`; 0 picks a free port (default 8000). */
+  httpPort?: number;
+  /** `--http-address` (default 0.0.0.0). */
+  httpAddress?: string;
+  /** `--http-max-input-size`: largest request body after decompression, in bytes. */
+  httpMaxInputSize?: number;
+  /** `--allow-http` (default true). */
+  allowHttp?: boolean;
+  /** `--allow-grpc` (default true). */
+  allowGrpc?: boolean;
+  /** `--grpc-port`; 0 picks a free port (default 8001). */
+  grpcPort?: number;
+  /** `--grpc-address` (default 0.0.0.0; an `ipv6:` prefix is accepted as Triton does). */
+  grpcAddress?: string;
+  grpcKeepalive?: GrpcKeepaliveOptions;
+  /** `--grpc-infer-response-compression-level`. */
+  grpcCompressionLevel?: 'none' | 'low' | 'medium' | 'high';
+  /** `--grpc-use-ssl[-mutual]` with the PEM contents already read. */
+  grpcTls?: GrpcTlsOptions;
+  /** Seconds in-flight work may take to finish at shutdown (`--exit-timeout-secs`, default 30). */
+  exitTimeoutSecs?: number;
+  /** `--allow-metrics` (default true). */
+  allowMetrics?: boolean;
+  /** `--metrics-port`; 0 picks a free port (default 8002). */
+  metricsPort?: number;
+  /** `--metrics-address` (default: the HTTP address). */
+  metricsAddress?: string;
+  /** `--metrics-interval-ms`: how often system metrics are sampled. */
+  metricsIntervalMs?: number;
+  /** `--metrics-config` entries (`summary_latencies=true`, ...). */
+  metricsConfig?: readonly string[];
+  /** `--allow-cpu-metrics` (default true). */
+  allowCpuMetrics?: boolean;
+  /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
+  allowGpuMetrics?: boolean;
+}
+
+/** A running Nereid: the server facade and its bound endpoints. `close()` is idempotent. */
+export interface RunningNereid {
+  /** The facade the protocols talk to; in-process callers may use it directly. */
+  server: InferenceServer;
+  /** Base URL of the HTTP endpoint, e.g. `http://127.0.0.1:8000` (a wildcard address becomes loopback). */
+  httpUrl?: string;
+  /** The address the HTTP endpoint is bound to, as the OS reports it (`0.0.0.0`, `127.0.0.1`, `::`). */
+  httpAddress?: string;
+  /** The bound HTTP port (the one the OS chose when 0 was asked). */
+  httpPort?: number;
+  /** The address the gRPC endpoint listens on when gRPC is on. */
+  grpcAddress?: string;
+  /** Port of the gRPC endpoint when gRPC is on. */
+  grpcPort?: number;
+  /** The address the Prometheus endpoint listens on when metrics are on. */
+  metricsAddress?: string;
+  /** Port of the Prometheus endpoint when metrics are on. */
+  metricsPort?: number;
+  /**
+   * Readiness turns false and new requests are refused, in-flight ones finish (up to `exitTimeoutSecs` for gRPC
+   * streams), then the models are unloaded and the listeners closed. Idempotent: every call gets the same promise.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Loads the repositories and starts the endpoints; resolves once every listener is bound and the models are loaded.
+ * The one start path: `nereid serve`, the tests and embedders all call it. On a failed start whatever was started is
+ * closed again before the error is thrown.
+ */
+export async function serve(opts: ServeOptions): Promise<RunningNereid> {
+  checkServerOptions(opts);
+  const D = SERVER_DEFAULTS;
+  const backends = defaultBackends();
+  // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
+  const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
+  // Without a logger from the caller: a silent one whose switches the logging extension can still turn on.
+  opts = { ...opts, logger: opts.logger ?? createLogger({ switches: { info: false, warning: false, error: false } }) };
+  const server = await InferenceServer.create({
+    repositories: opts.repositories,
+    backends,
+    backendConfig: opts.backendConfig,
+    autoComplete: opts.autoComplete,
+    strictReadiness: opts.strictReadiness,
+    exitOnError: opts.exitOnError,
+    id: opts.id,
+    modelControlMode: opts.modelControlMode,
+    loadModels: opts.loadModels,
+    repositoryPollSecs: opts.repositoryPollSecs,
+    trace: opts.trace,
+    gpus: opts.gpus,
+    logger: opts.logger,
+  });
+  let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
+  let metrics: RunningMetricsServer | undefined;
+  let grpc: RunningGrpcServer | undefined;
+  let grpcHost: string | undefined;
+  let metricsHost: string | undefined;
+  try {
+    if (opts.allowGrpc ?? D.allowGrpc) {
+      const host = (grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, ''));
+      grpc = await startGrpcServer(server, {
+        host,
+        port: opts.grpcPort ?? D.grpcPort,
+        keepalive: opts.grpcKeepalive,
+        compressionLevel: opts.grpcCompressionLevel,
+        tls: opts.grpcTls,
+        logger: opts.logger,
+      });
+      opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
+    }
+    if (opts.allowMetrics ?? D.allowMetrics) {
+      const host = (metricsHost = opts.metricsAddress ?? opts.httpAddress ?? D.address);
+      metrics = await startMetricsServer(metricsSourceFrom(server), {
+        host,
+        port: opts.metricsPort ?? D.metricsPort,
+        intervalMs: opts.metricsIntervalMs,
+        config: opts.metricsConfig ? [...opts.metricsConfig] : undefined,
+        allowCpuMetrics: opts.allowCpuMetrics,
+        allowGpuMetrics: opts.allowGpuMetrics,
+        logger: opts.logger,
+      });
+      server.setObserver(metrics.observer);
+      opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
+    }
+    if (opts.allowHttp ?? D.allowHttp) {
+      http = await startHttpServer(server, {
+        host: opts.httpAddress ?? D.address,
+        port: opts.httpPort ?? D.httpPort,
+        maxInputSize: opts.httpMaxInputSize,
+        logger: opts.logger,
+      });
+      opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
+    }
+  } catch (err) {
+    await grpc?.close(0);
+    await metrics?.close();
+    await server.close();
+    await closeBackends();
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    httpUrl: http ? `http://${urlHost(http.address)}:${http.port}` : undefined,
+    httpAddress: http?.address,
+    httpPort: http?.port,
+    grpcAddress: grpc ? grpcHost : undefined,
+    grpcPort: grpc?.port,
+    metricsAddress: metrics ? metricsHost : undefined,
+    metricsPort: metrics?.port,
+    close() {
+      closing ??= (async () => {
+        // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
+        server.beginShutdown();
+        const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
+        await Promise.all([http?.close(), grpc?.close(graceMs)]);
+        await metrics?.close();
+        await server.close();
+        await closeBackends();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** The host part of a URL that reaches `address`: a wildcard becomes loopback, IPv6 gets brackets. */
+function urlHost(address: string): string {
+  if (address === '0.0.0.0') return '127.0.0.1';
+  if (address === '::') return '[::1]';
+  return address.includes(':') ? `[${address}]` : address;
+}
