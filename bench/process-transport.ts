@@ -122,7 +122,9 @@ async function main(): Promise<void> {
   console.log(`| model.execute([req]) in Python | ${f(direct.p50)} | ${f(direct.p99)} |`);
   console.log(`| Instance.execute through the transport | ${f(rt.p50)} | ${f(rt.p99)} |`);
   console.log(`| **transport overhead** (goal <= 60) | **${f(rt.p50 - direct.p50)}** | |`);
-  console.log('\n| batch (back to back) | req/s | server CPU/req (us) | stub CPU/req beyond execute (us) | execute/req (us) |');
+  console.log(
+    '\n| batch (back to back) | req/s | server CPU/req (us) | stub CPU/req beyond execute (us) | execute/req (us) |',
+  );
   console.log('|---|---|---|---|---|');
   for (const s of sat) {
     console.log(`| ${s.batch} | ${s.reqPerS} | ${f(s.nodeUs)} | ${f(s.stubUs)} | ${f(s.executeUs)} |`);

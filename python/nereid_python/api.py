@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import traceback
 
@@ -631,10 +632,19 @@ class MetricFamily:
         raise TritonModelException("custom metrics (pb_utils.MetricFamily) are not supported by Nereid yet")
 
 
+_OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_ASYNCIO = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
+
+
 def format_exception(e: BaseException) -> str:
-    """``Type: message`` then the frames, innermost first, as Triton's python backend reports them."""
+    """``Type: message`` then the model's frames, innermost first, as Triton's python backend reports them (the
+    stub's own frames and asyncio's are left out: they say nothing about the model)."""
     head = f"{type(e).__name__}: {e}"
-    frames = traceback.extract_tb(e.__traceback__)
+    frames = [
+        f
+        for f in traceback.extract_tb(e.__traceback__)
+        if not f.filename.startswith(_OWN) and not f.filename.startswith(_ASYNCIO)
+    ]
     if not frames:
         return head
     lines = "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))

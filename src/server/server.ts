@@ -140,7 +140,10 @@ export class InferenceServer implements InferenceServerApi {
         `failed to load ${failures.map((f) => `'${f.name}': ${f.reason}`).join('; ')} (start with --exit-on-error=false to serve the other models)`,
       );
     }
-    return new InferenceServer(repo, opts);
+    const server = new InferenceServer(repo, opts);
+    // Backends whose models call models (Python BLS) do it through infer(), like any client.
+    for (const b of opts.backends) (b as { attachModelCaller?(c: InferenceServer): void }).attachModelCaller?.(server);
+    return server;
   }
 
   /** Live until the shutdown has finished (readiness turns false first). */

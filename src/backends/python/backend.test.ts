@@ -386,7 +386,13 @@ describe('python backend: auto-complete', () => {
     const dir = join(FIXTURES, 'auto_complete');
     const done = await backend.autoComplete(
       { name: 'auto_complete', backend: 'python' },
-      { modelPath: join(dir, '1', 'model.py'), backendConfig: {}, autoComplete: true, logger: noopLogger },
+      {
+        modelName: 'auto_complete',
+        modelPath: join(dir, '1', 'model.py'),
+        backendConfig: {},
+        autoComplete: true,
+        logger: noopLogger,
+      },
     );
     assert.equal(done.max_batch_size, 4);
     assert.deepEqual(
@@ -409,7 +415,13 @@ describe('python backend: auto-complete', () => {
     await assert.rejects(
       backend.autoComplete(
         { name: 'auto_complete', backend: 'python', input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [4] }] },
-        { modelPath: join(dir, '1', 'model.py'), backendConfig: {}, autoComplete: true, logger: noopLogger },
+        {
+          modelName: 'auto_complete',
+          modelPath: join(dir, '1', 'model.py'),
+          backendConfig: {},
+          autoComplete: true,
+          logger: noopLogger,
+        },
       ),
       /input 'INPUT0' has data_type TYPE_INT32 in the configuration, but auto_complete_config sets TYPE_FP32/,
     );
@@ -418,6 +430,7 @@ describe('python backend: auto-complete', () => {
   it('leaves the config alone with auto-complete off', async () => {
     const config = fixtureConfig(join(EXAMPLES, 'add_sub'));
     const out = await pythonBackend().autoComplete(config, {
+      modelName: 'add_sub',
       modelPath: '/nonexistent/model.py',
       backendConfig: {},
       autoComplete: false,

@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { DataType } from '../../core/datatypes.js';
@@ -100,7 +100,9 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     platforms: [],
     defaultModelFilename: 'model.py',
     datatypes: DATATYPES,
-    sections: ['dynamic_batching', 'sequence_batching', 'decoupled', 'model_warmup', 'response_cache'],
+    sections: ['sequence_batching', 'decoupled', 'model_warmup', 'response_cache'],
+    // Triton passes the kind to the model (args['model_instance_kind']); the model decides where it runs.
+    kinds: ['KIND_GPU', 'KIND_CPU', 'KIND_MODEL'],
 
     attachModelCaller(c: ModelCaller): void {
       caller = c;
@@ -113,9 +115,10 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
       if (!ctx.autoComplete) return config;
       await checkModelFile(ctx.modelPath);
+      // A model.py that never mentions it has nothing to run: no process to start (half a second per load).
+      if (!(await readFile(ctx.modelPath, 'utf8')).includes('auto_complete_config')) return config;
       const o = pythonOptions(ctx.backendConfig);
-      const dir = modelDirOf(ctx.modelPath);
-      const interp = await resolveInterpreter(config, dir, o);
+      const interp = await resolveInterpreter(config, modelDirOf(ctx.modelPath), o);
       const host = await startStub(interp, o, ctx.logger, ctx.signal);
       try {
         const reply = await host.request(
@@ -123,16 +126,21 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
           ctx.signal,
         );
         if (reply.op === 'error') {
-          if (reply.tb)
+          if (reply.tb) {
             ctx.logger.error(
-              { model: config.name },
-              `auto_complete_config of model '${config.name}' failed:\n${reply.tb}`,
+              { model: ctx.modelName },
+              `auto_complete_config of model '${ctx.modelName}' failed:\n${reply.tb}`,
             );
-          throw new InvalidArgError(`model '${config.name}': auto_complete_config failed: ${reply.e.m}`);
+          }
+          throw new InvalidArgError(`model '${ctx.modelName}': auto_complete_config failed: ${reply.e.m}`);
         }
         if (reply.op !== 'autocompleted')
           throw new UnavailableError(`unexpected '${reply.op}' from the auto-complete stub`);
-        return modelConfigFromJson(JSON.stringify(reply.config), `auto_complete_config of model '${config.name}'`);
+        const done = modelConfigFromJson(
+          JSON.stringify(reply.config),
+          `auto_complete_config of model '${ctx.modelName}'`,
+        );
+        return completedBy(config, done);
       } finally {
         await host.close(1000);
       }
@@ -156,7 +164,8 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
           const ilogger = logger.child({ instance: spec.name });
           const host = await startStub(interp, o, ilogger, sig);
           hosts.add(host);
-          host.exited.then(() => hosts.delete(host));
+          // `exited` never rejects.
+          void host.exited.then(() => hosts.delete(host));
           host.services = services;
           if (!announced) {
             announced = true;
@@ -219,4 +228,24 @@ async function checkModelFile(path: string): Promise<void> {
 /** `<model>/<version>/model.py` → `<model>`. */
 function modelDirOf(modelPath: string): string {
   return modelPath.replace(/\/[^/]+\/[^/]+$/, '');
+}
+
+/**
+ * What auto_complete_config may change (Triton: max_batch_size, inputs, outputs, the dynamic batcher and the
+ * transaction policy), taken from its answer; everything else stays as the config had it (the answer is the
+ * config's JSON form with every default filled in, which must not turn "unset" into "" or 0).
+ */
+function completedBy(config: ModelConfig, done: ModelConfig): ModelConfig {
+  const out: ModelConfig = { ...config };
+  if ((done.max_batch_size ?? 0) !== (config.max_batch_size ?? 0)) out.max_batch_size = done.max_batch_size;
+  if ((done.input?.length ?? 0) > 0) out.input = done.input;
+  if ((done.output?.length ?? 0) > 0) out.output = done.output;
+  if (done.dynamic_batching !== undefined) out.dynamic_batching = done.dynamic_batching;
+  if (
+    done.model_transaction_policy?.decoupled !== undefined &&
+    done.model_transaction_policy.decoupled !== (config.model_transaction_policy?.decoupled ?? false)
+  ) {
+    out.model_transaction_policy = { decoupled: done.model_transaction_policy.decoupled };
+  }
+  return out;
 }

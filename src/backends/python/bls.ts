@@ -35,7 +35,7 @@ export function blsService(
       const created = new Set<AbortController>();
       set = created;
       inflight.set(host, created);
-      host.exited.then(() => {
+      void host.exited.then(() => {
         for (const c of created) c.abort(new CancelledError(`${host.label} exited`));
         inflight.delete(host);
       });

@@ -14,10 +14,9 @@ import type { EngineRequest, EngineResponse } from '../contract.js';
 interface OutputSpec {
   datatype: DataType | undefined;
   configType: string;
-  /** Shape the model produces, without the batch dim (reshape.shape when the config reshapes). */
+  /** Shape the model produces, without the batch dim (reshape.shape when the config reshapes; the server then
+   * gives the client the config's dims). */
   dims: number[];
-  /** What the client sees instead, when the config reshapes. */
-  reshapeTo: number[] | undefined;
 }
 
 export function responseChecker(
@@ -33,7 +32,6 @@ export function responseChecker(
       datatype: dataTypeFromConfig(o.data_type ?? 'TYPE_INVALID'),
       configType: o.data_type ?? 'TYPE_INVALID',
       dims: reshape ?? dims,
-      reshapeTo: reshape !== undefined && !dims.includes(-1) ? dims : undefined,
     });
   }
   const fail = (msg: string): never => {
@@ -71,6 +69,5 @@ function checkOne(t: Tensor, spec: OutputSpec, batch: number | undefined, fail: 
         : `[${want.join(',')}] (batch ${batch}, dims [${spec.dims.join(',')}])`;
     fail(`returned output '${t.name}' with shape [${t.shape.join(',')}], but the config expects ${shown}`);
   }
-  if (spec.reshapeTo === undefined) return t;
-  return { ...t, shape: batch === undefined ? [...spec.reshapeTo] : [batch, ...spec.reshapeTo] };
+  return t;
 }

@@ -100,7 +100,8 @@ export class ChildProcessHost {
         child.once('exit', (code, signal) => resolve({ code, signal }));
       }
     });
-    this.exited.then((info) => this.#onExit(info));
+    // `exited` never rejects (it resolves on the exit event).
+    void this.exited.then((info) => this.#onExit(info));
   }
 
   /**

@@ -384,11 +384,12 @@ export class ProcessInstance implements Instance, HostedInstance {
 
   async #destroy(): Promise<void> {
     await Promise.all(
-      [...this.#batches.values()].map((b) =>
-        (b.settled ??= b.promise.then(
-          () => undefined,
-          () => undefined,
-        )),
+      [...this.#batches.values()].map(
+        (b) =>
+          (b.settled ??= b.promise.then(
+            () => undefined,
+            () => undefined,
+          )),
       ),
     );
     clearInterval(this.#watchdog);

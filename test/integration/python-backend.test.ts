@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startNereid, EXAMPLES, type TestServer } from '../helpers/server.js';
+import { FIXTURES } from '../helpers/python-models.js';
+import { callUnary, inferenceClient } from '../helpers/grpc.js';
+
+/**
+ * Python models (model.py, the python backend's stub processes) through the real server, over HTTP and gRPC:
+ * the add_sub example, BLS back into the server, auto-complete without config.pbtxt, and the fault rules (an
+ * exception fails its request only; a crash fails the request in flight, names the instance, and the instance is
+ * restarted; a load whose initialize raises leaves the model UNAVAILABLE with the reason).
+ */
+
+interface InferBody {
+  error?: string;
+  outputs?: { name: string; data: number[]; datatype: string; shape: number[] }[];
+}
+
+async function infer(url: string, model: string, body: unknown): Promise<{ status: number; body: InferBody }> {
+  const res = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as InferBody };
+}
+
+const fp32 = (name: string, data: number[]) => ({ name, datatype: 'FP32', shape: [data.length], data });
+const addSubBody = { inputs: [fp32('INPUT0', [1, 2, 3, 4]), fp32('INPUT1', [10, 20, 30, 40])] };
+
+describe('python backend through the server', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startNereid({ repositories: [EXAMPLES, FIXTURES], exitOnError: false });
+  });
+  after(() => s?.close());
+
+  it('serves add_sub over HTTP', async () => {
+    const { status, body } = await infer(s.url, 'add_sub', addSubBody);
+    assert.equal(status, 200, body.error);
+    assert.deepEqual(
+      body.outputs?.map((o) => [o.name, o.data]),
+      [
+        ['OUTPUT0', [11, 22, 33, 44]],
+        ['OUTPUT1', [-9, -18, -27, -36]],
+      ],
+    );
+  });
+
+  it('serves add_sub over gRPC', async () => {
+    const client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
+    try {
+      const input = (name: string, v: number[]) => ({
+        name,
+        datatype: 'FP32',
+        shape: [4],
+        contents: { fp32_contents: v },
+      });
+      const res = await callUnary<{ raw_output_contents: Buffer[]; outputs: { name: string }[] }>(
+        client,
+        'ModelInfer',
+        {
+          model_name: 'add_sub',
+          inputs: [input('INPUT0', [1, 2, 3, 4]), input('INPUT1', [1, 1, 1, 1])],
+        },
+      );
+      const out0 = new Float32Array(new Uint8Array(res.raw_output_contents[0]).buffer);
+      assert.deepEqual([...out0], [2, 3, 4, 5]);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('runs BLS calls back into the server (sync and async)', async () => {
+    for (const parameters of [{}, { async: true }]) {
+      const { status, body } = await infer(s.url, 'bls', {
+        parameters,
+        inputs: [{ name: 'MODEL_NAME', datatype: 'BYTES', shape: [1], data: ['add_sub'] }, ...addSubBody.inputs],
+      });
+      assert.equal(status, 200, body.error);
+      assert.deepEqual(body.outputs?.[0].data, [11, 22, 33, 44]);
+    }
+    const stats = (await (await fetch(`${s.url}/v2/models/add_sub/stats`)).json()) as {
+      model_stats: { inference_count: number }[];
+    };
+    assert.ok(stats.model_stats[0].inference_count >= 4, 'BLS calls are counted as add_sub inferences');
+  });
+
+  it('completes a config from auto_complete_config (no config.pbtxt)', async () => {
+    const cfg = (await (await fetch(`${s.url}/v2/models/auto_complete/config`)).json()) as {
+      max_batch_size: number;
+      input: { name: string }[];
+    };
+    assert.equal(cfg.max_batch_size, 4);
+    assert.deepEqual(
+      cfg.input.map((i) => i.name),
+      ['INPUT0', 'INPUT1'],
+    );
+    const { status, body } = await infer(s.url, 'auto_complete', {
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] },
+        { name: 'INPUT1', datatype: 'FP32', shape: [1, 4], data: [1, 1, 1, 1] },
+      ],
+    });
+    assert.equal(status, 200, body.error);
+    assert.deepEqual(body.outputs?.[0].data, [2, 3, 4, 5]);
+  });
+
+  it('BAD MODEL - initialize() raising leaves the model UNAVAILABLE with the exception', async () => {
+    const index = (await (await fetch(`${s.url}/v2/repository/index`, { method: 'POST' })).json()) as {
+      name: string;
+      state: string;
+      reason: string;
+    }[];
+    const m = index.find((e) => e.name === 'init_raises');
+    assert.equal(m?.state, 'UNAVAILABLE');
+    assert.match(m?.reason ?? '', /RuntimeError: weights not found under/);
+  });
+
+  it('BAD MODEL - an exception in execute answers 500 with it, and the model serves on', async () => {
+    const x = { inputs: [fp32('INPUT0', [1, 2, 3, 4])] };
+    const bad = await infer(s.url, 'faulty', { ...x, parameters: { mode: 'raise' } });
+    assert.equal(bad.status, 500);
+    assert.match(
+      bad.body.error ?? '',
+      /^Failed to process the request\(s\) for model instance 'faulty_0', message: ValueError: boom from execute/,
+    );
+    assert.doesNotMatch(bad.body.error ?? '', /nereid_python/, 'the stub frames are not in the traceback');
+    const ok = await infer(s.url, 'faulty', x);
+    assert.equal(ok.status, 200);
+  });
+
+  it('BAD MODEL - a segfault fails the request in flight naming the instance; the instance restarts', async () => {
+    const x = { inputs: [fp32('INPUT0', [1, 2, 3, 4])] };
+    const bad = await infer(s.url, 'faulty', { ...x, parameters: { mode: 'segv' } });
+    assert.equal(bad.status, 500);
+    assert.match(bad.body.error ?? '', /instance faulty_0 \(python process \d+\) exited with signal SIGSEGV/);
+    let ok = await infer(s.url, 'faulty', x);
+    for (let i = 0; i < 50 && ok.status !== 200; i++) {
+      await sleep(100);
+      ok = await infer(s.url, 'faulty', x);
+    }
+    assert.equal(ok.status, 200, ok.body.error);
+  });
+});
