@@ -105,6 +105,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
     gpus: opts.gpus,
     logger: opts.logger,
   });

@@ -77,6 +77,7 @@ async function runServe(argv: string[]): Promise<number> {
     modelControlMode: v['model-control-mode'] as 'none' | 'poll' | 'explicit',
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
+    allowCodeInLoadRequests: v['allow-code-in-load-requests'] as boolean,
     trace: parseTraceConfig(v),
     allowGrpc: v['allow-grpc'] as boolean,
     grpcPort: v['grpc-port'] as number,

@@ -58,6 +58,8 @@ export interface InferenceServerOptions {
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */
   trace?: TraceOptions;
+  /** `--allow-code-in-load-requests`: load requests may carry code (model.py, .pt, libraries); default false. */
+  allowCodeInLoadRequests?: boolean;
   logger?: Logger;
 }
 
@@ -67,6 +69,7 @@ export class InferenceServer implements InferenceServerApi {
   readonly #opts: Required<Pick<InferenceServerOptions, 'strictReadiness' | 'id'>>;
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
+  readonly #allowCode: boolean;
   readonly #tracer: Tracer;
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
@@ -85,6 +88,7 @@ export class InferenceServer implements InferenceServerApi {
     };
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
+    this.#allowCode = opts.allowCodeInLoadRequests === true;
     this.#tracer = new Tracer(opts.trace);
     if (this.#mode === 'poll') {
       const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
@@ -324,7 +328,7 @@ export class InferenceServer implements InferenceServerApi {
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
     this.#checkControl('load');
-    const name = await loadByRequest(this.#repo, rawName, opts);
+    const name = await loadByRequest(this.#repo, rawName, { ...opts, allowCode: this.#allowCode });
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 

@@ -140,3 +140,50 @@ describe('python backend through the server', () => {
     assert.equal(ok.status, 200, ok.body.error);
   });
 });
+
+describe('load requests carrying code', () => {
+  const model = `import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", r.inputs()[0].as_numpy() * 2)]) for r in requests]
+`;
+  const config = JSON.stringify({
+    backend: 'python',
+    input: [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [2] }],
+    output: [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [2] }],
+  });
+  const load = (url: string) =>
+    fetch(`${url}/v2/repository/models/doubler/load`, {
+      method: 'POST',
+      body: JSON.stringify({ parameters: { config, 'file:1/model.py': Buffer.from(model).toString('base64') } }),
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as { error?: string } }));
+
+  it('BAD CALL - are refused without --allow-code-in-load-requests', async () => {
+    const s = await startNereid({ repositories: [FIXTURES], modelControlMode: 'explicit' });
+    try {
+      const r = await load(s.url);
+      assert.equal(r.status, 400);
+      assert.match(r.body.error ?? '', /carries code \(file:1\/model.py\).*--allow-code-in-load-requests/);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('are served with --allow-code-in-load-requests', async () => {
+    const s = await startNereid({
+      repositories: [FIXTURES],
+      modelControlMode: 'explicit',
+      allowCodeInLoadRequests: true,
+    });
+    try {
+      const r = await load(s.url);
+      assert.equal(r.status, 200, r.body.error);
+      const { status, body } = await infer(s.url, 'doubler', { inputs: [fp32('INPUT0', [1.5, -2])] });
+      assert.equal(status, 200, body.error);
+      assert.deepEqual(body.outputs?.[0].data, [3, -4]);
+    } finally {
+      await s.close();
+    }
+  });
+});
