@@ -1,4 +1,4 @@
-import type { Backend, BackendConfig } from '../backends/contract.js';
+import type { Backend, BackendConfig, EngineResponse } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
@@ -265,6 +265,12 @@ export class InferenceServer implements InferenceServerApi {
     const r = opts.resolved;
     const target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
     const { model, versionEntry: version, spec } = target;
+    const onResponse = target.decoupled ? opts.onResponse : undefined;
+    if (target.decoupled && onResponse === undefined) {
+      throw new UnsupportedError(
+        `model '${model.name}' is decoupled and this endpoint doesn't support models with decoupled transaction policy; use gRPC ModelStreamInfer or HTTP POST /v2/models/${model.name}/generate_stream`,
+      );
+    }
     const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
@@ -277,6 +283,7 @@ export class InferenceServer implements InferenceServerApi {
         signal: opts.signal,
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
+        onResponse: onResponse && ((r) => onResponse(present(r))),
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
@@ -298,18 +305,27 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    const outputs: Tensor[] = checked.outputs.map((req, i) => {
-      let t = result.outputs[i];
-      const out = spec.outputs.get(req.name);
-      if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
-      if (req.classCount !== undefined && req.classCount > 0) {
-        t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
-      }
-      return t;
-    });
-    const response: InferResponse = { model: model.name, version: String(version.version), outputs };
-    if (request.id !== undefined) response.id = request.id;
-    return response;
+    // A decoupled request's responses went out through onResponse; what settles it is the final flag.
+    return onResponse ? present({ outputs: [] }) : present(result);
+
+    /** An engine response as the client sees it: reshaped outputs, classification, the request's id. */
+    function present(r: EngineResponse): InferResponse {
+      const outputs: Tensor[] = [];
+      checked.outputs.forEach((req, i) => {
+        let t = r.outputs[i];
+        if (t === undefined) return;
+        const out = spec.outputs.get(req.name);
+        if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
+        if (req.classCount !== undefined && req.classCount > 0) {
+          t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
+        }
+        outputs.push(t);
+      });
+      const response: InferResponse = { model: model.name, version: String(version.version), outputs };
+      if (request.id !== undefined) response.id = request.id;
+      if (r.parameters !== undefined) response.parameters = r.parameters;
+      return response;
+    }
   }
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
@@ -398,6 +414,9 @@ class Target implements ResolvedModel {
   }
   get maxBatchSize(): number {
     return this.spec.maxBatchSize;
+  }
+  get decoupled(): boolean {
+    return this.spec.config.model_transaction_policy?.decoupled === true;
   }
   get inputs(): TensorMetadata[] {
     return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));

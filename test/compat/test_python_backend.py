@@ -109,3 +109,42 @@ def test_model_failing_initialize_is_unavailable(pyserver):
         assert index["init_raises"]["state"] == "UNAVAILABLE"
         assert "RuntimeError: weights not found under" in index["init_raises"]["reason"]
         assert not client.is_model_ready("init_raises")
+
+
+def test_decoupled_repeat_over_grpc_stream(pyserver):
+    """Triton's decoupled client shape: start_stream, async_stream_infer, the empty final response flag."""
+    import queue
+
+    results: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(pyserver.grpc_url) as client:
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        values = np.array([4, 2, 0, 1], dtype=np.int32)
+        inputs = [
+            grpcclient.InferInput("IN", [4], "INT32"),
+            grpcclient.InferInput("DELAY", [4], "UINT32"),
+            grpcclient.InferInput("WAIT", [1], "UINT32"),
+        ]
+        inputs[0].set_data_from_numpy(values)
+        inputs[1].set_data_from_numpy(np.array([5, 5, 5, 5], dtype=np.uint32))
+        inputs[2].set_data_from_numpy(np.array([5], dtype=np.uint32))
+        client.async_stream_infer("repeat", inputs, request_id="r1", enable_empty_final_response=True)
+        got = []
+        while True:
+            result, error = results.get(timeout=30)
+            assert error is None, error
+            response = result.get_response()
+            if response.parameters["triton_final_response"].bool_param:
+                break
+            got.append((int(result.as_numpy("OUT")[0]), int(result.as_numpy("IDX")[0])))
+            assert response.id == "r1"
+        client.stop_stream()
+    assert got == [(4, 0), (2, 1), (0, 2), (1, 3)]
+
+
+def test_decoupled_model_on_unary_infer_is_refused(pyserver):
+    with grpcclient.InferenceServerClient(pyserver.grpc_url) as client:
+        x = grpcclient.InferInput("IN", [1], "INT32")
+        x.set_data_from_numpy(np.array([3], dtype=np.int32))
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("square", [x])
+        assert "doesn't support models with decoupled transaction policy" in e.value.message()

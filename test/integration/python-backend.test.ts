@@ -103,6 +103,56 @@ describe('python backend through the server', () => {
     assert.deepEqual(body.outputs?.[0].data, [2, 3, 4, 5]);
   });
 
+  it('streams a decoupled model over HTTP generate_stream (server-sent events)', async () => {
+    const res = await fetch(`${s.url}/v2/models/repeat/generate_stream`, {
+      method: 'POST',
+      body: JSON.stringify({ IN: [4, 5, 6], DELAY: [10, 10, 10], WAIT: 10 }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => JSON.parse(e.slice(6)) as { OUT: number; IDX: number; model_name: string });
+    assert.deepEqual(
+      events.map((e) => [e.OUT, e.IDX]),
+      [
+        [4, 0],
+        [5, 1],
+        [6, 2],
+      ],
+    );
+    assert.equal(events[0].model_name, 'repeat');
+  });
+
+  it('answers generate with one JSON object (add_sub), inputs typed by the model', async () => {
+    const res = await fetch(`${s.url}/v2/models/add_sub/generate`, {
+      method: 'POST',
+      body: JSON.stringify({ INPUT0: [1, 2, 3, 4], INPUT1: [1, 1, 1, 1], parameters: { note: 'x' } }),
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), {
+      model_name: 'add_sub',
+      model_version: '1',
+      OUTPUT0: [2, 3, 4, 5],
+      OUTPUT1: [0, 1, 2, 3],
+    });
+  });
+
+  it('BAD CALL - a decoupled model on /infer is refused with where to go instead', async () => {
+    const { status, body } = await infer(s.url, 'square', {
+      inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [2] }],
+    });
+    assert.equal(status, 501);
+    assert.match(
+      body.error ?? '',
+      /doesn't support models with decoupled transaction policy; use gRPC ModelStreamInfer/,
+    );
+    const gen = await fetch(`${s.url}/v2/models/square/generate`, { method: 'POST', body: JSON.stringify({ IN: 2 }) });
+    assert.equal(gen.status, 400);
+    assert.match(((await gen.json()) as { error: string }).error, /sent 2; use generate_stream/);
+  });
+
   it('BAD MODEL - initialize() raising leaves the model UNAVAILABLE with the exception', async () => {
     const index = (await (await fetch(`${s.url}/v2/repository/index`, { method: 'POST' })).json()) as {
       name: string;
