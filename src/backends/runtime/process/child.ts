@@ -9,6 +9,7 @@ import {
   type NereidError,
 } from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
+import { channelPair, type ChannelPair } from './channel.js';
 import { FrameDecoder, encodeFrame } from './frame.js';
 import type { FreeList, FromChild, ToChild, WireError } from './protocol.js';
 import { HostArena, PeerSegments, unlinkSegments, type ShmOptions } from './shm.js';
@@ -84,10 +85,18 @@ export class ChildProcessHost {
   #oneShot: { resolve: (m: FromChild) => void; reject: (e: Error) => void } | undefined;
   #gone = false;
 
-  private constructor(child: ChildProcess, opts: ChildOptions, ready: { pid: number } & Record<string, unknown>) {
+  readonly #channel: ChannelPair;
+
+  private constructor(
+    child: ChildProcess,
+    channel: ChannelPair,
+    opts: ChildOptions,
+    ready: { pid: number } & Record<string, unknown>,
+  ) {
     this.#child = child;
     this.#opts = opts;
-    this.#sock = child.stdio[3] as Socket;
+    this.#channel = channel;
+    this.#sock = channel.socket;
     this.pid = child.pid ?? ready.pid;
     this.label = `${opts.kind} ${this.pid}`;
     this.info = Object.freeze({ ...ready });
@@ -121,15 +130,22 @@ export class ChildProcessHost {
       '--shm-growth-byte-size',
       String(opts.shm.growthByteSize),
     ];
-    const child = spawn(opts.command, args, {
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-      env: opts.env,
-      cwd: opts.cwd,
-    });
+    const channel = channelPair();
+    let child: ChildProcess;
+    try {
+      child = spawn(opts.command, args, {
+        stdio: ['ignore', 'pipe', 'pipe', channel.childFd],
+        env: opts.env,
+        cwd: opts.cwd,
+      });
+    } finally {
+      // The child has its own copy now (or there is no child): ours would keep the channel open past its exit.
+      channel.releaseChildEnd();
+    }
     const logger = opts.logger;
     const stderrTail: string[] = [];
     forwardLines(child, logger, stderrTail);
-    const sock = child.stdio[3] as Socket;
+    const sock = channel.socket;
     const decoder = new FrameDecoder();
     return new Promise((resolve, reject) => {
       let done = false;
@@ -138,14 +154,15 @@ export class ChildProcessHost {
         done = true;
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        sock.off('data', onData);
         child.off('error', onError);
         child.off('exit', onExitEarly);
         if (err === undefined) {
           resolve(host!);
           return;
         }
+        channel.setOnChunk(() => {});
         child.kill('SIGKILL');
+        sock.destroy();
         unlinkSegments(opts.shm.prefix);
         reject(err);
       };
@@ -163,7 +180,7 @@ export class ChildProcessHost {
           finish(new InternalError(`${opts.kind} sent '${ready.op}' before 'ready'`));
           return;
         }
-        const host = new ChildProcessHost(child, opts, ready);
+        const host = new ChildProcessHost(child, channel, opts, ready);
         // Anything after `ready` in the same chunk is the host's to handle.
         for (const m of msgs.slice(1)) host.#dispatch(m as FromChild);
         host.#listen(decoder);
@@ -185,7 +202,8 @@ export class ChildProcessHost {
           finish(new UnavailableError(`${opts.kind} '${opts.command}' did not start within ${opts.startTimeoutMs} ms`)),
         opts.startTimeoutMs,
       );
-      sock.on('data', onData);
+      channel.setOnChunk(onData);
+      sock.on('error', () => {});
       child.on('error', onError);
       child.on('exit', onExitEarly);
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -193,7 +211,7 @@ export class ChildProcessHost {
   }
 
   #listen(decoder: FrameDecoder): void {
-    this.#sock.on('data', (chunk: Buffer) => {
+    this.#channel.setOnChunk((chunk: Buffer) => {
       let msgs: unknown[];
       try {
         msgs = decoder.push(chunk);
@@ -344,6 +362,7 @@ export class ChildProcessHost {
     const how = this.#killReason ?? `exited with ${exitText(info.code, info.signal)}`;
     this.#exitHow = how;
     this.#exitCause = new InternalError(`${this.label} ${how}`);
+    this.#sock.destroy();
     // Nothing reads the segments any more: unmap ours, unmap theirs, and remove every file of the prefix.
     this.arena.close();
     this.peer.close();
