@@ -26,9 +26,12 @@ from nereid_python.api import (  # noqa: F401
     get_input_tensor_by_name,
     get_output_config_by_name,
     get_output_tensor_by_name,
+    is_model_ready,
+    load_model,
     numpy_to_triton_type,
     serialize_byte_tensor,
     triton_string_to_numpy,
     triton_to_numpy_type,
+    unload_model,
 )
 from nereid_python.tensor import Tensor  # noqa: F401

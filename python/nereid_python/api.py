@@ -621,6 +621,19 @@ def deserialize_bytes_tensor(encoded_tensor) -> np.ndarray:
     return decode_bytes_elements(buf, count)
 
 
+def _not_yet(name: str):
+    def fail(*args, **kwargs):
+        raise TritonModelException(f"pb_utils.{name} (the model loading API) is not supported by Nereid yet")
+
+    fail.__name__ = name
+    return fail
+
+
+is_model_ready = _not_yet("is_model_ready")
+load_model = _not_yet("load_model")
+unload_model = _not_yet("unload_model")
+
+
 class MetricFamily:
     """Custom metrics are not built yet: creating one fails loudly rather than dropping the values."""
 

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
+import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { after, afterEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledError, InternalError, InvalidArgError, NereidError, UnavailableError } from '../../core/errors.js';
@@ -18,6 +20,7 @@ import {
   type Loaded,
 } from '../../../test/helpers/python-models.js';
 import { pythonBackend } from './backend.js';
+import { ROOT } from './interpreter.js';
 import { noopLogger } from '../../core/logger.js';
 import { join } from 'node:path';
 
@@ -456,6 +459,33 @@ describe('python backend: configuration', () => {
   it('BAD CONFIG - an interpreter without numpy says how to fix it', async () => {
     const m = await load('identity', { backendConfig: { 'python-executable': '/usr/bin/python3' } });
     await assert.rejects(m.instance(), /has no numpy: run 'bash scripts\/setup-python.sh'/);
+  });
+
+  it('runs the model on the interpreter of EXECUTION_ENV_PATH ($$TRITON_MODEL_DIRECTORY form, a directory)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'nereid-env-'));
+    try {
+      await cp(join(FIXTURES, 'identity'), join(dir, 'identity'), { recursive: true });
+      await symlink(join(ROOT, '.venv'), join(dir, 'identity', 'python_env'));
+      const config = fixtureConfig(join(FIXTURES, 'identity'));
+      config.parameters = { EXECUTION_ENV_PATH: { string_value: '$$TRITON_MODEL_DIRECTORY/python_env' } };
+      const lines: string[] = [];
+      const logger = {
+        ...noopLogger,
+        info: (o: unknown, m?: string) => lines.push(String(m ?? o)),
+        child: () => logger,
+      };
+      const m = await load('identity', { dir, config, logger });
+      const inst = await m.instance();
+      const r = recorder();
+      await inst.execute([request([fp32('INPUT0', [5], [1, 1])], ['OUTPUT0'])], r, never);
+      assert.deepEqual([...(outputOf(r.finals().get(0), 'OUTPUT0').data as Float32Array)], [5]);
+      assert.ok(
+        lines.some((l) => l.includes(join(dir, 'identity', 'python_env', 'bin')) && l.includes('EXECUTION_ENV_PATH')),
+        `the log says which interpreter runs the model: ${lines.join(' | ')}`,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('BAD CONFIG - EXECUTION_ENV_PATH may not escape the model directory', async () => {

@@ -98,6 +98,30 @@ describe('ChildProcessHost', () => {
     assert.ok(!existsSync(join(SHM_DIR, `${prefix}h0`)), 'segments are removed with the process');
   });
 
+  it('gets every shared-memory block back: no growth over many requests', async () => {
+    const host = await start(`nereid_test_${process.pid}_leak_`);
+    const inst = await ProcessInstance.create(host, {
+      name: 'm_0',
+      payload: payload('m_0'),
+      decoupled: false,
+      executeTimeoutMs: 0,
+      destroyGraceMs: 5000,
+      ownsProcess: true,
+      logger: noopLogger,
+    });
+    const never = new AbortController().signal;
+    const big = Array.from({ length: 4000 }, (_, i) => i);
+    for (let i = 0; i < 300; i++) {
+      const r = recorder();
+      await inst.execute([request([fp32('INPUT0', i % 2 ? big : [i])], ['OUTPUT0'])], r, never);
+      assert.equal((outputOf(r.finals().get(0), 'OUTPUT0').data as Float32Array)[0], i % 2 ? 0 : i);
+    }
+    const usage = host.arena.usage();
+    assert.equal(usage.used, 0, 'every input block was handed back');
+    assert.equal(usage.segments, 1, 'no segment was added after the first');
+    await inst.destroy();
+  });
+
   it('a crash fails every instance it hosts, each naming itself', async () => {
     const host = await start(`nereid_test_${process.pid}_crash_`);
     const opts = (name: string) => ({
