@@ -80,13 +80,24 @@ export interface Sent {
   final: boolean;
 }
 
-/** A responder that records every send. */
-export function recorder(): Responder & { sent: Sent[]; finals(): Map<number, EngineResponse | Error | null> } {
+/** A responder that records every send; `allFinal(n)` settles once n requests had their final response. */
+export function recorder(): Responder & {
+  sent: Sent[];
+  finals(): Map<number, EngineResponse | Error | null>;
+  allFinal(n: number): Promise<void>;
+} {
   const sent: Sent[] = [];
+  let waiter: { n: number; resolve: () => void } | undefined;
+  const finalCount = (): number => sent.filter((s) => s.final).length;
   return {
     sent,
     send(index, response, { final }) {
       sent.push({ index, response, final });
+      if (waiter !== undefined && finalCount() >= waiter.n) waiter.resolve();
+    },
+    allFinal(n) {
+      if (finalCount() >= n) return Promise.resolve();
+      return new Promise((resolve) => (waiter = { n, resolve }));
     },
     finals() {
       const m = new Map<number, EngineResponse | Error | null>();

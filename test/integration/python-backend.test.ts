@@ -83,6 +83,20 @@ describe('python backend through the server', () => {
     assert.ok(stats.model_stats[0].inference_count >= 4, 'BLS calls are counted as add_sub inferences');
   });
 
+  it('runs BLS calls to a decoupled model (exec(decoupled=True) iterates its responses)', async () => {
+    const { status, body } = await infer(s.url, 'bls_decoupled', {
+      inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [3] }],
+    });
+    assert.equal(status, 200, body.error);
+    assert.deepEqual(
+      body.outputs?.map((o) => [o.name, o.data]),
+      [
+        ['COUNT', [3]],
+        ['SUM', [9]],
+      ],
+    );
+  });
+
   it('completes a config from auto_complete_config (no config.pbtxt)', async () => {
     const cfg = (await (await fetch(`${s.url}/v2/models/auto_complete/config`)).json()) as {
       max_batch_size: number;

@@ -309,6 +309,9 @@ describe('python backend: decoupled models', () => {
       { name: 'WAIT', datatype: 'UINT32', shape: [1], data: Uint32Array.from([20]) },
     ];
     await inst.execute([request(ins, ['OUT', 'IDX'])], r, never);
+    // execute() returned before the responses: the instance is free for the next batch while its threads stream.
+    assert.ok(r.sent.length < 4, 'execute resolved when the model returned, not at the final response');
+    await r.allFinal(1);
     assert.equal(r.sent.length, 4);
     assert.deepEqual(
       r.sent.slice(0, 3).map((s) => [...(outputOf(s.response, 'OUT').data as Int32Array)][0]),

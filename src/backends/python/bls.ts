@@ -11,10 +11,15 @@ import { readTensorGroups, writeTensorGroups } from '../runtime/process/wire.js'
  * server attaches; the answer goes back as `bls_resp` with its tensors in a host block.
  */
 
-/** How a backend calls models of the same server. `stream` answers decoupled models response by response. */
+/**
+ * How a backend calls models of the same server (the server's own `infer`): `onResponse` receives a decoupled
+ * model's responses as they come, and the promise settles at its final flag.
+ */
 export interface ModelCaller {
-  infer(request: InferRequest, opts: { signal?: AbortSignal }): Promise<InferResponse>;
-  stream?(request: InferRequest, opts: { signal?: AbortSignal }): AsyncIterable<InferResponse>;
+  infer(
+    request: InferRequest,
+    opts: { signal?: AbortSignal; onResponse?: (r: InferResponse) => void },
+  ): Promise<InferResponse>;
 }
 
 type BlsMessage = Extract<FromChild, { op: 'bls' }>;
@@ -96,9 +101,18 @@ async function run(
     answer(r.parameters ? { blk, o: descs[0], p: plain(r.parameters) } : { blk, o: descs[0] }, fin);
   };
   try {
-    if (msg.decoupled && caller.stream !== undefined) {
-      for await (const r of caller.stream(request, { signal: sig })) send(r, false);
-      answer({ has: false }, true);
+    if (msg.decoupled) {
+      // A model that is not decoupled answers once: through the promise, not onResponse.
+      let streamed = false;
+      const last = await caller.infer(request, {
+        signal: sig,
+        onResponse: (r) => {
+          streamed = true;
+          send(r, false);
+        },
+      });
+      if (streamed) answer({ has: false }, true);
+      else send(last, true);
     } else {
       send(await caller.infer(request, { signal: sig }), true);
     }

@@ -51,6 +51,8 @@ interface Inflight {
   readonly onAbort: () => void;
   /** Settles with the batch, for destroy() to wait on; made only when someone waits. */
   settled: Promise<void> | undefined;
+  /** `execute` resolved while decoupled requests are still answering. */
+  resolved: boolean;
   readonly promise: Promise<ExecuteTimings>;
 }
 
@@ -168,6 +170,7 @@ export class ProcessInstance implements Instance, HostedInstance {
       signal,
       onAbort,
       settled: undefined,
+      resolved: false,
       promise,
     };
     this.#batches.set(id, batch);
@@ -335,10 +338,26 @@ export class ProcessInstance implements Instance, HostedInstance {
     b.responder.send(index, r, { final });
   }
 
+  /**
+   * A batch's `execute` resolves once the model's execute returned and (not decoupled) every request had its
+   * final response. A decoupled model's requests may answer later (Triton's decoupled models keep streaming from
+   * their own threads while the instance takes the next batch); the scheduler gets those finals through the
+   * responder, and the batch stays here until the last one.
+   */
   #maybeSettle(b: Inflight): void {
-    if (!b.returned || b.open > 0 || b.timings === undefined) return;
+    if (!b.returned || b.timings === undefined) return;
+    if (this.#opts.decoupled && !b.resolved) {
+      b.resolved = true;
+      b.resolve(b.timings);
+    }
+    if (b.open > 0) return;
     this.#finish(b);
     b.resolve(b.timings);
+  }
+
+  /** Fails every request of `b` still without a final response (its promise already resolved or rejects next). */
+  #failOpen(b: Inflight, err: Error): void {
+    for (let i = 0; i < b.requests.length; i++) if (!b.final[i]) this.#deliver(b, i, err, true);
   }
 
   #finish(b: Inflight): void {
@@ -366,6 +385,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     this.#init?.reject(err);
     this.#init = undefined;
     for (const b of [...this.#batches.values()]) {
+      if (b.resolved) this.#failOpen(b, err);
       this.#finish(b);
       b.reject(err);
     }
@@ -410,6 +430,11 @@ export class ProcessInstance implements Instance, HostedInstance {
         this.#host.kill(`was killed: finalize() of instance ${this.name} did not return within ${formatMs(grace)}`);
       }
       clearTimeout(timer);
+      // Decoupled requests the model never finished cannot be answered any more.
+      for (const b of [...this.#batches.values()]) {
+        this.#failOpen(b, new UnavailableError(`instance ${this.name} was unloaded before it finished this request`));
+        this.#finish(b);
+      }
     }
     this.#host.detach(this.#id);
     if (this.#opts.ownsProcess || this.#host.instanceCount === 0) await this.#host.close(grace);
