@@ -100,7 +100,9 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     platforms: [],
     defaultModelFilename: 'model.py',
     datatypes: DATATYPES,
-    sections: ['sequence_batching', 'decoupled', 'model_warmup', 'response_cache'],
+    // Only what runs end to end: the sequence batcher, warm-up and the response cache are not built yet, and a
+    // section claimed here would be silently ignored instead of failing the load.
+    sections: ['decoupled'],
     // Triton passes the kind to the model (args['model_instance_kind']); the model decides where it runs.
     kinds: ['KIND_GPU', 'KIND_CPU', 'KIND_MODEL'],
 
