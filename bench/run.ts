@@ -5,7 +5,7 @@
  *   npm run bench              full: both models, concurrency 1/8/64, every peer that runs here (≤ 10 min)
  *   npm run bench -- --quick   simple only, concurrency 1/64, fastify peer only (≤ 1 min; what CI runs)
  *
- * Needs `npm run build` (the bench script does it) and .venv/bin/perf_analyzer (bash scripts/setup-python.sh);
+ * Needs `npm run build` and .venv/bin/perf_analyzer (bash scripts/setup-python.sh); `npm run bench` runs both first;
  * the Python peers need .venv/peers/ (bash bench/peers/setup.sh). Progress goes to stderr, the table to stdout,
  * results to bench/results/latest.{json,md,svg} (quick: bench/results/quick.*).
  *

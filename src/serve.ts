@@ -1,5 +1,14 @@
 import { defaultBackends } from './backends/index.js';
+import {
+  consoleRoutes,
+  crossSiteRefusal,
+  fanOutObserver,
+  LatencyWindow,
+  type ConsoleAccess,
+  type LogRing,
+} from './console/index.js';
 import { createLogger } from './core/logger.js';
+import { cudaDeviceIds } from './gpu/index.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
 import {
   startGrpcServer,
@@ -53,6 +62,12 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   allowCpuMetrics?: boolean;
   /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
   allowGpuMetrics?: boolean;
+  /** `--console`: the web console at `/console` on the HTTP port (default true). */
+  console?: boolean;
+  /** The log lines the console shows (`nereid serve` keeps the last 500); without it the console shows none. */
+  consoleLogs?: LogRing;
+  /** The restricted-API check of the console's own read endpoints (config text, logs, latencies). */
+  consoleAccess?: ConsoleAccess;
 }
 
 /** A running Nereid: the server facade and its bound endpoints. `close()` is idempotent. */
@@ -106,7 +121,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
     allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
-    gpus: opts.gpus,
+    gpus: opts.gpus ?? (await cudaDeviceIds()),
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
@@ -142,11 +157,25 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
     if (opts.allowHttp ?? D.allowHttp) {
+      let routes: ReturnType<typeof consoleRoutes> = [];
+      if (opts.console ?? true) {
+        // The console's latency percentiles need each request's time: it observes beside the metrics endpoint.
+        const latency = new LatencyWindow();
+        server.setObserver(fanOutObserver(metrics ? [metrics.observer, latency] : [latency]));
+        routes = consoleRoutes({
+          modelControlMode: opts.modelControlMode ?? D.modelControlMode,
+          logs: opts.consoleLogs,
+          latency,
+          access: opts.consoleAccess,
+        });
+      }
       http = await startHttpServer(server, {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
         logger: opts.logger,
+        routes,
+        refuse: crossSiteRefusal,
       });
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
     }

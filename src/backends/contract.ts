@@ -104,6 +104,11 @@ export type Execute = (
 /** Engine side: one execution context (Triton's model instance). */
 export interface EngineInstance {
   execute: Execute;
+  /**
+   * An in-process engine that finds itself unusable (a sticky CUDA error) settles this with the cause; the host
+   * then replaces the instance as if its thread had died. (Rejecting `execute` with an EngineFault does the same.)
+   */
+  readonly died?: Promise<Error>;
   /** Releases the instance. Called exactly once, after its last `execute` settled. */
   destroy(): Promise<void>;
 }

@@ -28,6 +28,11 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  console: {
+    kind: 'bool',
+    help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',
+    default: true,
+  },
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
@@ -98,7 +103,14 @@ export const FLAGS = {
   'log-info': { kind: 'bool', help: 'Log info messages.', default: true },
   'log-warning': { kind: 'bool', help: 'Log warnings.', default: true },
   'log-error': { kind: 'bool', help: 'Log errors.', default: true },
-  'log-format': { kind: 'string', help: 'default | ISO8601.', default: 'default', choices: ['default', 'ISO8601'] },
+  'log-format': {
+    kind: 'string',
+    help:
+      'default | ISO8601 (time format; formatted lines on a terminal, JSON lines elsewhere) | json (JSON lines ' +
+      'always) | pretty (formatted lines always).',
+    default: 'default',
+    choices: ['default', 'ISO8601', 'json', 'pretty'],
+  },
   'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
   'trace-config': {
     kind: 'list',

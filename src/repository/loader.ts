@@ -41,6 +41,8 @@ export async function buildModel(
   const model = emptyModel(name, dir, 'LOADING', '');
   const log = deps.logger.child({ model: name });
   const started = process.hrtime.bigint();
+  // `load` marks the start and end of a load for readers of the log (the terminal's progress line, log pipelines).
+  log.info({ load: 'begin' }, `loading model '${name}'`);
   try {
     const versions = await listVersions(dir);
     const files = await filesInVersions(dir, versions);
@@ -93,13 +95,17 @@ export async function buildModel(
     model.state = [...model.versions.values()].some((v) => v.state === 'READY') ? 'READY' : 'UNAVAILABLE';
     if (model.state !== 'READY') model.reason = describeFailures(model);
     const secs = Number(process.hrtime.bigint() - started) / 1e9;
-    if (model.state === 'READY') log.info({ versions: selected, seconds: secs }, `loaded model '${name}'`);
-    else log.error(`failed to load model '${name}': ${model.reason}`);
+    if (model.state === 'READY')
+      log.info({ load: 'ready', versions: selected, seconds: secs }, `loaded model '${name}'`);
+    else log.error({ load: 'failed' }, `failed to load model '${name}': ${model.reason}`);
   } catch (err) {
     const e = NereidError.from(err);
     model.state = 'UNAVAILABLE';
     model.reason = e.message;
-    log.error({ err: e.code === 'INTERNAL' ? e.cause : undefined }, `failed to load model '${name}': ${e.message}`);
+    log.error(
+      { load: 'failed', err: e.code === 'INTERNAL' ? e.cause : undefined },
+      `failed to load model '${name}': ${e.message}`,
+    );
   }
   return model;
 }

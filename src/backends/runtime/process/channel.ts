@@ -2,6 +2,7 @@ import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import koffi from 'koffi';
 import { InternalError } from '../../../core/errors.js';
+import { configureKoffi } from '../../../native/koffi.js';
 
 /**
  * The control channel's socket: a Unix socketpair made with libc's `socketpair` (koffi), one end wrapped in a
@@ -28,7 +29,11 @@ export interface ChannelPair {
 }
 
 export function channelPair(): ChannelPair {
-  socketpair ??= koffi.load('libc.so.6').func('int socketpair(int domain, int type, int protocol, _Out_ int *sv)');
+  if (socketpair === undefined) {
+    // koffi's settings are process-wide and fixed by the first load (onnxruntime's C API needs them).
+    configureKoffi();
+    socketpair = koffi.load('libc.so.6').func('int socketpair(int domain, int type, int protocol, _Out_ int *sv)');
+  }
   const sv = [-1, -1];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) !== 0) {
     throw new InternalError(`socketpair failed: errno ${koffi.errno()}`);

@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, openSync, readdirSync, unlinkSync } from 'node:fs';
 import koffi from 'koffi';
 import { InternalError, UnavailableError } from '../../../core/errors.js';
+import { configureKoffi } from '../../../native/koffi.js';
 import { BlockAllocator, alignUp } from './allocator.js';
 
 /**
@@ -35,6 +36,7 @@ let libc: Libc | undefined;
 
 function lib(): Libc {
   if (libc !== undefined) return libc;
+  configureKoffi();
   const c = koffi.load('libc.so.6');
   libc = {
     mmap: c.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
