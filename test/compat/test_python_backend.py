@@ -1,7 +1,7 @@
 """Python models (the python backend, model.py) through Triton's own clients, as Triton's python_backend examples
 call them: add_sub (examples/add_sub/client.py), BLS, auto-complete, and an execute that raises.
 
-The server here serves the example repository plus test/fixtures/python (some of whose models fail on purpose,
+The server here serves examples/python_repository plus test/fixtures/python (some of whose models fail on purpose,
 hence --exit-on-error=false).
 """
 
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from conftest import EXAMPLES, ROOT, _start
+from conftest import ROOT, _start
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 FIXTURES = ROOT / "test" / "fixtures" / "python"
+EXAMPLES = ROOT / "examples" / "python_repository"
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,9 @@ import type { ModelCaller } from '../../src/backends/python/bls.js';
  * backend (no server): what the runtime will do, in a few lines. */
 
 export const FIXTURES = fileURLToPath(new URL('../fixtures/python/', import.meta.url));
-export const EXAMPLES = fileURLToPath(new URL('../../examples/model_repository/', import.meta.url));
+/** The Python example repository (add_sub), apart from examples/model_repository so that serving that one needs
+ * no Python. */
+export const EXAMPLES = fileURLToPath(new URL('../../examples/python_repository/', import.meta.url));
 
 export function fixtureConfig(dir: string): ModelConfig {
   const file = join(dir, 'config.pbtxt');

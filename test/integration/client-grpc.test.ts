@@ -77,7 +77,7 @@ describe('NereidGrpcClient (real server)', () => {
       const [stats] = await client.modelStatistics('simple');
       assert.ok(stats.inference_count >= 1);
       const index = await client.repositoryIndex({ ready: true });
-      assert.deepEqual(index.map((m) => m.name).sort(), ['add_sub', 'classifier', 'simple', 'text_encoder']);
+      assert.deepEqual(index.map((m) => m.name).sort(), ['classifier', 'simple', 'text_encoder']);
     });
   });
 

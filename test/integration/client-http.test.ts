@@ -97,7 +97,7 @@ describe('NereidHttpClient (real server)', () => {
 
     it('lists the repository index, ready models only on request', async () => {
       const index = await client.repositoryIndex();
-      assert.deepEqual(index.map((m) => m.name).sort(), ['add_sub', 'classifier', 'simple', 'text_encoder']);
+      assert.deepEqual(index.map((m) => m.name).sort(), ['classifier', 'simple', 'text_encoder']);
       const ready = await client.repositoryIndex({ ready: true });
       assert.ok(ready.every((m) => m.state === 'READY'));
     });

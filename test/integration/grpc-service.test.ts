@@ -110,10 +110,10 @@ describe('gRPC service (non-inference rpcs)', () => {
     const { models } = await n.unary<{ models: { name: string; state: string }[] }>('RepositoryIndex', {});
     assert.deepEqual(
       models.map((m) => m.name),
-      ['add_sub', 'classifier', 'simple', 'text_encoder'],
+      ['classifier', 'simple', 'text_encoder'],
     );
     const ready = await n.unary<{ models: unknown[] }>('RepositoryIndex', { ready: true });
-    assert.equal(ready.models.length, 4);
+    assert.equal(ready.models.length, 3);
     await rejectsWith(n.unary('RepositoryIndex', { repository_name: 'x' }), grpc.status.UNIMPLEMENTED);
   });
 

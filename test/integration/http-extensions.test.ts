@@ -71,7 +71,7 @@ describe('HTTP statistics and repository index (real server)', () => {
 
   it('lists every model and version at /v2/models/stats', async () => {
     const body = (await (await fetch(`${s.url}/v2/models/stats`)).json()) as { model_stats: ModelStats[] };
-    assert.deepEqual(body.model_stats.map((m) => m.name).sort(), ['add_sub', 'classifier', 'simple', 'text_encoder']);
+    assert.deepEqual(body.model_stats.map((m) => m.name).sort(), ['classifier', 'simple', 'text_encoder']);
   });
 
   it('BAD CALL - stats for an unknown model or version are 404', async () => {
@@ -83,13 +83,12 @@ describe('HTTP statistics and repository index (real server)', () => {
     const all = await fetch(`${s.url}/v2/repository/index`, { method: 'POST' });
     assert.equal(all.status, 200);
     assert.deepEqual(await all.json(), [
-      { name: 'add_sub', version: '1', state: 'READY', reason: '' },
       { name: 'classifier', version: '1', state: 'READY', reason: '' },
       { name: 'simple', version: '1', state: 'READY', reason: '' },
       { name: 'text_encoder', version: '1', state: 'READY', reason: '' },
     ]);
     const ready = await fetch(`${s.url}/v2/repository/index`, { method: 'POST', body: '{"ready": true}' });
-    assert.equal(((await ready.json()) as unknown[]).length, 4);
+    assert.equal(((await ready.json()) as unknown[]).length, 3);
   });
 
   it('BAD CALL - a non-boolean ready filter is 400, a repository name is 501', async () => {

@@ -42,7 +42,7 @@ describe('Model control mode explicit', () => {
     const rows = (await res.json()) as { name: string; state?: string }[];
     assert.deepEqual(
       rows.map((r) => r.name),
-      ['add_sub', 'classifier', 'simple', 'text_encoder'],
+      ['classifier', 'simple', 'text_encoder'],
     );
     assert.ok(
       rows.every((r) => !r.state),

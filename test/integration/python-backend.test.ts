@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startNereid, EXAMPLES, type TestServer } from '../helpers/server.js';
-import { FIXTURES } from '../helpers/python-models.js';
+import { startNereid, type TestServer } from '../helpers/server.js';
+import { EXAMPLES, FIXTURES } from '../helpers/python-models.js';
 import { callUnary, inferenceClient } from '../helpers/grpc.js';
 
 /**

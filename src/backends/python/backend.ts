@@ -129,10 +129,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
         );
         if (reply.op === 'error') {
           if (reply.tb) {
-            ctx.logger.error(
-              { model: ctx.modelName },
-              `auto_complete_config of model '${ctx.modelName}' failed:\n${reply.tb}`,
-            );
+            ctx.logger.error(`auto_complete_config of model '${ctx.modelName}' failed:\n${reply.tb}`);
           }
           throw new InvalidArgError(`model '${ctx.modelName}': auto_complete_config failed: ${reply.e.m}`);
         }
@@ -152,7 +149,8 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       await checkModelFile(ctx.modelPath);
       const o = pythonOptions(ctx.backendConfig);
       const interp = await resolveInterpreter(ctx.config, ctx.modelDir, o);
-      const logger = ctx.logger.child({ model: ctx.name, version: ctx.version });
+      // The loader's logger already carries the model and version.
+      const logger = ctx.logger;
       const timeout = executeTimeoutMs(ctx.config, o);
       const decoupled = ctx.config.model_transaction_policy?.decoupled === true;
       const configJson = JSON.stringify(modelConfigToJson(ctx.config));

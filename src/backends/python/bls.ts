@@ -32,7 +32,7 @@ export function blsService(
   const inflight = new Map<ChildProcessHost, Set<AbortController>>();
   return (msg, host) => {
     if (msg.op !== 'bls') {
-      logger.warn({ pid: host.pid, op: msg.op }, `${host.label} sent an unexpected '${msg.op}' message`);
+      logger.warn({ childPid: host.pid, op: msg.op }, `${host.label} sent an unexpected '${msg.op}' message`);
       return;
     }
     let set = inflight.get(host);

@@ -252,12 +252,16 @@ export class ChildProcessHost {
       default:
         if (this.services !== undefined) this.services(msg, this);
         else
-          this.#opts.logger.warn({ pid: this.pid, op: msg.op }, `${this.label} sent an unexpected '${msg.op}' message`);
+          this.#opts.logger.warn(
+            { childPid: this.pid, op: msg.op },
+            `${this.label} sent an unexpected '${msg.op}' message`,
+          );
     }
   }
 
   #log(msg: Extract<FromChild, { op: 'log' }>): void {
-    const fields = { pid: this.pid, instance: msg.inst ?? undefined, at: msg.at || undefined };
+    // The logger is the instance's (or the process's): `childPid` and `at` add where the record comes from.
+    const fields = { childPid: this.pid, at: msg.at || undefined };
     const text = String(msg.msg);
     const l = this.#opts.logger;
     if (msg.lvl === 'error') l.error(fields, text);
@@ -398,9 +402,9 @@ function forwardLines(child: ChildProcess, logger: Logger, stderrTail: string[])
       if (name === 'stderr') {
         stderrTail.push(line);
         if (stderrTail.length > 20) stderrTail.shift();
-        logger.warn({ pid, stream: name }, line);
+        logger.warn({ childPid: pid, stream: name }, line);
       } else {
-        logger.info({ pid, stream: name }, line);
+        logger.info({ childPid: pid, stream: name }, line);
       }
     });
   };

@@ -33,6 +33,7 @@ export interface ProcessInstanceOptions {
   check?: (request: EngineRequest, response: EngineResponse) => EngineResponse;
   /** Close the process when this instance is destroyed (it hosts only this one). */
   ownsProcess: boolean;
+  /** Bound with the instance (and model) by the caller; records here add no such keys again. */
   logger: Logger;
 }
 
@@ -199,8 +200,7 @@ export class ProcessInstance implements Instance, HostedInstance {
       case 'init_error': {
         const p = this.#init;
         this.#init = undefined;
-        if (msg.tb)
-          this.#opts.logger.error({ instance: this.name }, `initialize() of instance ${this.name} failed:\n${msg.tb}`);
+        if (msg.tb) this.#opts.logger.error(`initialize() of instance ${this.name} failed:\n${msg.tb}`);
         const e = fromWireError(msg.e, 'initialize failed');
         p?.reject(
           new (e.constructor as typeof InternalError)(`instance ${this.name}: initialize() failed: ${e.message}`),
@@ -208,15 +208,11 @@ export class ProcessInstance implements Instance, HostedInstance {
         return;
       }
       case 'finied':
-        if (msg.tb)
-          this.#opts.logger.warn({ instance: this.name }, `finalize() of instance ${this.name} raised:\n${msg.tb}`);
+        if (msg.tb) this.#opts.logger.warn(`finalize() of instance ${this.name} raised:\n${msg.tb}`);
         this.#fini?.();
         return;
       default:
-        this.#opts.logger.warn(
-          { instance: this.name, op: msg.op },
-          `instance ${this.name}: unexpected '${msg.op}' message`,
-        );
+        this.#opts.logger.warn({ op: msg.op }, `instance ${this.name}: unexpected '${msg.op}' message`);
     }
   }
 
@@ -391,7 +387,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     }
     this.#fini?.();
     if (this.#destroying === undefined) {
-      this.#opts.logger.error({ instance: this.name, pid: this.#host.pid }, err.message);
+      this.#opts.logger.error({ childPid: this.#host.pid }, err.message);
       this.#resolveDied(err);
     }
   }
@@ -424,7 +420,6 @@ export class ProcessInstance implements Instance, HostedInstance {
       });
       if (await Promise.race([finalized.then(() => false), timedOut])) {
         this.#opts.logger.warn(
-          { instance: this.name },
           `instance ${this.name}: finalize() did not return within ${formatMs(grace)}; killing ${this.#host.label}`,
         );
         this.#host.kill(`was killed: finalize() of instance ${this.name} did not return within ${formatMs(grace)}`);
