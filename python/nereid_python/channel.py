@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import threading
+import time
 from typing import Callable
 
 _RECV = 1 << 18
@@ -28,7 +29,10 @@ _DECODE = json.JSONDecoder().decode
 
 
 class Channel:
-    def __init__(self, fd: int, dispatch: Callable[[dict], None], drain_frees: Callable[[], list]) -> None:
+    def __init__(
+        self, fd: int, dispatch: Callable[[dict], None], drain_frees: Callable[[], list], spin_us: int = 0
+    ) -> None:
+        self._spin_ns = max(0, spin_us) * 1000
         self._sock = socket.socket(fileno=fd)
         self._sock.setblocking(True)
         self._dispatch = dispatch
@@ -67,7 +71,9 @@ class Channel:
                 self.cv.wait()
         try:
             while True:
-                msgs = self._recv(block=True)
+                msgs = self._spin() if self._spin_ns else []
+                if not msgs:
+                    msgs = self._recv(block=True)
                 with self.cv:
                     for m in msgs:
                         self._dispatch(m)
@@ -78,6 +84,17 @@ class Channel:
             with self.cv:
                 self._reading = False
                 self.cv.notify_all()
+
+    def _spin(self) -> list[dict]:
+        """Polls for up to ``spin_ns`` before the caller blocks. On a VM a blocked process is woken by an
+        inter-processor interrupt that costs tens of microseconds (a halted vCPU); a message that arrives within
+        the spin skips it. Measured at concurrency 1: p50 round trip ~75 -> ~45 us with 50 us of spin, and less CPU
+        per request on both sides, since the wake-ups cost more than the spin."""
+        until = time.perf_counter_ns() + self._spin_ns
+        while True:
+            msgs = self._recv(block=False)
+            if msgs or time.perf_counter_ns() >= until:
+                return msgs
 
     def poll(self) -> None:
         """Dispatches whatever has arrived, without blocking; a no-op while another thread is reading."""

@@ -1,4 +1,5 @@
-"""The stub process: ``python -m nereid_python --fd N --prefix P --shm-default-byte-size B --shm-growth-byte-size G``.
+"""The stub process: ``python -m nereid_python [--spin-us S] --fd N --prefix P --shm-default-byte-size B
+--shm-growth-byte-size G``.
 
 Hosts one or more model instances (the first on the main thread, others on their own threads), each driven by the
 host's messages. Messages (JSON, see channel.py), host -> stub: ``init``, ``exec``, ``cancel``, ``fini``,
@@ -41,14 +42,14 @@ def _die_with_parent() -> None:
 
 
 class Stub:
-    def __init__(self, ch_fd: int, prefix: str, default_size: int, growth: int) -> None:
+    def __init__(self, ch_fd: int, prefix: str, default_size: int, growth: int, spin_us: int) -> None:
         STATE.arena = ChildArena(prefix, default_size, growth)
         STATE.host = HostSegments(prefix)
         atexit.register(STATE.arena.unlink_all)
         self.main_q: deque = deque()
         self.runners: dict[int, InstanceRunner] = {}
         self.main_runner: InstanceRunner | None = None
-        self.ch = Channel(ch_fd, self._dispatch, STATE.host.drain)
+        self.ch = Channel(ch_fd, self._dispatch, STATE.host.drain, spin_us)
         STATE.channel = self.ch
 
     # Runs on whichever thread reads the channel, with ch.cv held: route, never block.
@@ -135,8 +136,9 @@ def main() -> None:
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--shm-default-byte-size", type=int, default=1 << 20)
     parser.add_argument("--shm-growth-byte-size", type=int, default=1 << 20)
+    parser.add_argument("--spin-us", type=int, default=0)
     args = parser.parse_args()
     # Ctrl-C in a terminal reaches the whole process group; the server decides when instances finalize.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
-    Stub(args.fd, args.prefix, args.shm_default_byte_size, args.shm_growth_byte_size).run()
+    Stub(args.fd, args.prefix, args.shm_default_byte_size, args.shm_growth_byte_size, args.spin_us).run()

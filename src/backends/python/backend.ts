@@ -71,7 +71,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
         {
           kind: 'python process',
           command: interp.executable,
-          args: ['-m', 'nereid_python'],
+          args: ['-m', 'nereid_python', '--spin-us', String(o.stubSpinUs)],
           env: childEnv(),
           shm: {
             prefix: `${o.shmPrefix}${process.pid}_${processSerial++}_`,

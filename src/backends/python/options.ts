@@ -6,7 +6,8 @@ import type { ModelConfig } from '../../config/model-config.js';
  * `--backend-config=python,<key>=<value>` and the model parameters the python backend reads, resolved once per
  * load. Triton's keys where Triton has one (`shm-default-byte-size`, `shm-growth-byte-size`,
  * `stub-timeout-seconds`, `shm-region-prefix-name`); Nereid's own for what Triton lacks (`python-executable`,
- * `execute-timeout-seconds`, `finalize-timeout-seconds`). An unknown key is a load error, not silently ignored.
+ * `execute-timeout-seconds`, `finalize-timeout-seconds`, `stub-spin-microseconds`). An unknown key is a load error,
+ * not silently ignored.
  */
 export interface PythonOptions {
   shmDefaultByteSize: number;
@@ -21,6 +22,8 @@ export interface PythonOptions {
   executeTimeoutMs: number;
   /** How long finalize may take at unload before the process is killed. */
   finalizeTimeoutMs: number;
+  /** How long an idle stub polls its channel before blocking (0 = block at once); see channel.py. */
+  stubSpinUs: number;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -30,6 +33,7 @@ export const DEFAULTS = Object.freeze({
   shmPrefix: 'nereid_python_',
   executeTimeoutMs: 600_000,
   finalizeTimeoutMs: 30_000,
+  stubSpinUs: 50,
 });
 
 /** Backend-config keys every backend may receive (Triton passes global ones to all) that the python backend ignores. */
@@ -79,10 +83,13 @@ export function pythonOptions(cfg: BackendConfig): PythonOptions {
       case 'finalize-timeout-seconds':
         o.finalizeTimeoutMs = seconds(key, raw);
         break;
+      case 'stub-spin-microseconds':
+        o.stubSpinUs = Math.min(10_000, positiveInt(key, raw, 0));
+        break;
       default:
         if (!IGNORED.has(key)) {
           throw new InvalidArgError(
-            `--backend-config=python,${key}: unknown key; the python backend knows shm-default-byte-size, shm-growth-byte-size, stub-timeout-seconds, shm-region-prefix-name, python-executable, execute-timeout-seconds, finalize-timeout-seconds`,
+            `--backend-config=python,${key}: unknown key; the python backend knows shm-default-byte-size, shm-growth-byte-size, stub-timeout-seconds, shm-region-prefix-name, python-executable, execute-timeout-seconds, finalize-timeout-seconds, stub-spin-microseconds`,
           );
         }
     }
