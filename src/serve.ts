@@ -120,6 +120,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
     gpus: opts.gpus ?? (await cudaDeviceIds()),
     responseCacheBytes: opts.responseCacheBytes,
     logger: opts.logger,

@@ -94,6 +94,11 @@ export const FLAGS = {
     kind: 'list',
     help: 'Model to load at start (explicit mode; * = all).',
   },
+  'allow-code-in-load-requests': {
+    kind: 'bool',
+    help: 'Let load requests carry code (model.py, .pt, native libraries); the repository API then runs what callers send.',
+    default: false,
+  },
   'log-verbose': { kind: 'int', help: 'Verbose logging level (0 = off).', default: 0 },
   'log-info': { kind: 'bool', help: 'Log info messages.', default: true },
   'log-warning': { kind: 'bool', help: 'Log warnings.', default: true },

@@ -81,6 +81,7 @@ async function runServe(argv: string[]): Promise<number> {
     modelControlMode: v['model-control-mode'] as 'none' | 'poll' | 'explicit',
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
+    allowCodeInLoadRequests: v['allow-code-in-load-requests'] as boolean,
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),
     allowGrpc: v['allow-grpc'] as boolean,

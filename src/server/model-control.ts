@@ -5,6 +5,7 @@ import { InternalError, InvalidArgError, NereidError, NotFoundError } from '../c
 import type { ModelRepository } from '../repository/manager.js';
 import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
 import type { LoadOptions } from './api.js';
+import { refuseCodeInLoadRequest } from './code-trust.js';
 
 /**
  * The model repository extension's load and unload, as Triton answers them: model names checked for traversal, a
@@ -15,7 +16,7 @@ import type { LoadOptions } from './api.js';
 export async function loadByRequest(
   repo: ModelRepository,
   rawName: string,
-  opts: LoadOptions & { signal?: AbortSignal },
+  opts: LoadOptions & { signal?: AbortSignal; allowCode?: boolean },
 ): Promise<string> {
   const name = checkModelName(rawName);
   const files = opts.files ?? new Map();
@@ -30,6 +31,7 @@ export async function loadByRequest(
     const e = NereidError.from(err);
     throw new InvalidArgError(`failed to load '${name}', ${e.message}`, { cause: err });
   }
+  refuseCodeInLoadRequest(name, config, files, opts.allowCode === true);
   let dir: string;
   let tempDir: string | undefined;
   if (files.size > 0) {

@@ -1,4 +1,4 @@
-import type { Backend, BackendConfig } from '../backends/contract.js';
+import type { Backend, BackendConfig, EngineResponse } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
@@ -63,6 +63,8 @@ export interface InferenceServerOptions {
   trace?: TraceOptions;
   /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
   responseCacheBytes?: number;
+  /** `--allow-code-in-load-requests`: load requests may carry code (model.py, .pt, libraries); default false. */
+  allowCodeInLoadRequests?: boolean;
   logger?: Logger;
 }
 
@@ -72,6 +74,7 @@ export class InferenceServer implements InferenceServerApi {
   readonly #opts: Required<Pick<InferenceServerOptions, 'strictReadiness' | 'id'>>;
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
+  readonly #allowCode: boolean;
   readonly #tracer: Tracer;
   readonly #cache: ResponseCache | undefined;
   /** Versions already warned about a response too large for the cache (once each). */
@@ -93,6 +96,7 @@ export class InferenceServer implements InferenceServerApi {
     };
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
+    this.#allowCode = opts.allowCodeInLoadRequests === true;
     this.#tracer = new Tracer(opts.trace);
     this.#cache = opts.responseCacheBytes === undefined ? undefined : new ResponseCache(opts.responseCacheBytes);
   }
@@ -139,6 +143,8 @@ export class InferenceServer implements InferenceServerApi {
       responseCache: opts.responseCacheBytes !== undefined,
     });
     const server: InferenceServer = new InferenceServer(repo, opts);
+    // Backends whose models call models (Python BLS) do it through infer(), like any client.
+    for (const b of opts.backends) (b as { attachModelCaller?(c: InferenceServer): void }).attachModelCaller?.(server);
     const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     if (mode === 'explicit') {
       await repo.scan();
@@ -318,6 +324,12 @@ export class InferenceServer implements InferenceServerApi {
     parameters: Parameters | undefined,
   ): Promise<InferResponse> {
     const { model, versionEntry: version, spec } = target;
+    const onResponse = target.decoupled ? opts.onResponse : undefined;
+    if (target.decoupled && onResponse === undefined) {
+      throw new UnsupportedError(
+        `model '${model.name}' is decoupled and this endpoint doesn't support models with decoupled transaction policy; use gRPC ModelStreamInfer or HTTP POST /v2/models/${model.name}/generate_stream`,
+      );
+    }
     const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
@@ -345,6 +357,7 @@ export class InferenceServer implements InferenceServerApi {
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
         sequence: sequence && { start: sequence.start, end: sequence.end },
+        onResponse: onResponse && ((r) => onResponse(this.#respond(target, request, checked.outputs, r))),
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
@@ -367,7 +380,8 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    return this.#respond(target, request, checked.outputs, result);
+    // A decoupled request's responses went out through onResponse; what settles it is the final flag.
+    return this.#respond(target, request, checked.outputs, onResponse ? { outputs: [] } : result);
   }
 
   /** Stores a computed answer; a response larger than the whole cache is said once per version. */
@@ -384,25 +398,31 @@ export class InferenceServer implements InferenceServerApi {
     }
   }
 
-  /** The client's response: outputs in the order asked, reshaped to the config's dims, classified when asked. */
+  /**
+   * The client's response (each of a decoupled model's too): outputs in the order asked (a decoupled response may
+   * carry fewer), reshaped to the config's dims, classified when asked, with the engine's parameters.
+   */
   #respond(
     target: Target,
     request: InferRequest,
     requested: readonly RequestedOutput[],
-    result: ScheduledResult,
+    r: EngineResponse,
   ): InferResponse {
     const { model, versionEntry: version, spec } = target;
-    const outputs: Tensor[] = requested.map((req, i) => {
-      let t = result.outputs[i];
+    const outputs: Tensor[] = [];
+    requested.forEach((req, i) => {
+      let t = r.outputs[i];
+      if (t === undefined) return;
       const out = spec.outputs.get(req.name);
       if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
       if (req.classCount !== undefined && req.classCount > 0) {
         t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
       }
-      return t;
+      outputs.push(t);
     });
     const response: InferResponse = { model: model.name, version: String(version.version), outputs };
     if (request.id !== undefined) response.id = request.id;
+    if (r.parameters !== undefined) response.parameters = r.parameters;
     return response;
   }
 
@@ -422,7 +442,7 @@ export class InferenceServer implements InferenceServerApi {
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
     this.#checkControl('load');
-    const name = await loadByRequest(this.#repo, rawName, opts);
+    const name = await loadByRequest(this.#repo, rawName, { ...opts, allowCode: this.#allowCode });
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
@@ -494,6 +514,9 @@ class Target implements ResolvedModel {
   }
   get maxBatchSize(): number {
     return this.spec.maxBatchSize;
+  }
+  get decoupled(): boolean {
+    return this.spec.config.model_transaction_policy?.decoupled === true;
   }
   get inputs(): TensorMetadata[] {
     return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));

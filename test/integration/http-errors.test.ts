@@ -285,7 +285,6 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
 
   it('answers 501 (not a fake success) on extensions that are not implemented yet', async () => {
     for (const [method, p] of [
-      ['POST', '/v2/models/simple/generate'],
       ['POST', '/v2/systemsharedmemory/region/r/register'],
       ['POST', '/v2/cudasharedmemory/region/r/register'],
     ]) {

@@ -78,6 +78,8 @@ export interface CoreHandlers {
   modelConfig: Handler;
   modelInfer: Handler;
   modelStats: Handler;
+  /** generate and generate_stream (generate.ts). */
+  generate: Handler;
   repositoryIndex: Handler;
   repositoryControl: Handler;
   logging: Handler;
@@ -100,7 +102,7 @@ export function buildRoutes(h: CoreHandlers): readonly Route[] {
     { pattern: PATHS.modelConfig, methods: { GET: h.modelConfig } },
     { pattern: PATHS.modelInfer, methods: { POST: h.modelInfer } },
     { pattern: PATHS.modelStats, methods: { GET: stats } },
-    { pattern: PATHS.modelGenerate, methods: { POST: notImplemented('the generate extension') } },
+    { pattern: PATHS.modelGenerate, methods: { POST: h.generate } },
     { pattern: PATHS.modelTrace, methods: { GET: trace, POST: trace } },
     { pattern: PATHS.modelMetadata, methods: { GET: h.modelMetadata } },
     { pattern: PATHS.repositoryIndex, methods: { POST: h.repositoryIndex } },
