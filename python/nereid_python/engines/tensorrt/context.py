@@ -29,7 +29,7 @@ from nereid_python.api import InferenceResponse, TritonError
 from nereid_python.runtime import STATE
 from nereid_python.tensor import Tensor
 
-from . import cuda, profiles
+from . import gpu as cuda, profiles
 from .loader import TensorRTError
 
 

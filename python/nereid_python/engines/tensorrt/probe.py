@@ -20,7 +20,7 @@ def main() -> None:
     out = sys.stdout
     # TensorRT and CUDA may print to fd 1; the answer must be the only thing on it.
     sys.stdout = sys.stderr
-    from . import cuda, loader, state
+    from . import gpu as cuda, loader, state
 
     def forward(severity: str, msg: str) -> None:
         if severity in ("ERROR", "INTERNAL_ERROR", "WARNING"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from . import cuda, facts as facts_mod, loader
+from . import facts as facts_mod, gpu as cuda, loader
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Checked CUDA runtime calls through ``cuda-bindings`` (``cuda.bindings.runtime``).
+"""Checked CUDA runtime calls through ``cuda-bindings`` (``cuda.bindings.runtime``). Named ``gpu`` and not ``cuda``:
+the stub puts this folder first on sys.path (it loads model.py from here), where a ``cuda.py`` would hide the package.
 
 Every call returns ``(error, value...)`` there; here a failure raises ``CudaError`` naming the call and CUDA's own
 message. Also: pinning the transport's shared-memory segments (``cudaHostRegister``, once per segment, so copies
