@@ -75,11 +75,13 @@ def _signatures(obj, name: str) -> list[dict]:
 
 
 def _is_enum(cls) -> bool:
-    return isinstance(getattr(cls, "__members__", None), dict) and (
-        issubclass(cls, enum.Enum) or hasattr(cls, "__entries") or all(
-            isinstance(v, cls) for v in cls.__members__.values()
-        )
-    )
+    """A Python enum, or a pybind11 enum (a class whose ``__members__`` dict holds instances of itself)."""
+    members = getattr(cls, "__members__", None)
+    if members is None:
+        return False
+    if issubclass(cls, enum.Enum):
+        return True
+    return isinstance(members, dict) and all(isinstance(v, cls) for v in members.values())
 
 
 def _members(cls) -> dict:
@@ -93,7 +95,9 @@ def _members(cls) -> dict:
             continue
         if n == "__init__" and raw is object.__init__:
             continue
-        if isinstance(raw, property):
+        if inspect.isclass(raw):
+            out[n] = {"kind": "enum" if _is_enum(raw) else "class"}
+        elif isinstance(raw, property):
             out[n] = {"kind": "property", "writable": raw.fset is not None}
         elif isinstance(raw, (staticmethod, classmethod)):
             out[n] = {"kind": "static", "signatures": _signatures(getattr(cls, n), n)}
