@@ -146,12 +146,14 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(
-      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n`,
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve     Serve a model repository (nereid serve --help)\n  convert   ONNX -> TensorRT plan (nereid convert --help)\n  tensorrt  Set up and check TensorRT (nereid tensorrt --help)\n`,
     );
     return cmd === undefined ? 2 : 0;
   }
+  if (cmd === 'convert') return (await import('./convert.js')).runConvert(rest);
+  if (cmd === 'tensorrt') return (await import('./tensorrt-setup.js')).runTensorRTCommand(rest);
   if (cmd !== 'serve') {
-    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve)\n`);
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, convert, tensorrt)\n`);
     return 2;
   }
   return runServe(rest);
