@@ -37,10 +37,22 @@ if (plan === undefined || !existsSync(plan)) skip('no TensorRT plan (give --plan
 const env = resolveEnvironment(backendOptions({}));
 let bare: { samples_per_s: number; p50_ms: number; p99_ms: number };
 try {
-  const out = execFileSync(env.executable, [join(import.meta.dirname, 'peers/tensorrt_bare.py'), '--plan', plan, '--batch', String(batch), '--seconds', String(seconds)], {
-    env: env.env,
-    encoding: 'utf8',
-  });
+  const out = execFileSync(
+    env.executable,
+    [
+      join(import.meta.dirname, 'peers/tensorrt_bare.py'),
+      '--plan',
+      plan,
+      '--batch',
+      String(batch),
+      '--seconds',
+      String(seconds),
+    ],
+    {
+      env: env.env,
+      encoding: 'utf8',
+    },
+  );
   bare = JSON.parse(out.trim().split('\n').pop() ?? '{}') as typeof bare;
 } catch (e) {
   skip(`bare TensorRT cannot run the plan: ${(e as Error).message.split('\n').slice(-2).join(' ')}`);
@@ -49,8 +61,20 @@ try {
 const backend = tensorrtBackend();
 const dir = dirname(dirname(plan));
 const name = basename(dir);
-const config = await backend.autoComplete({ name, backend: 'tensorrt' }, { modelPath: plan, backendConfig: {}, autoComplete: true, logger: noopLogger });
-const handle = await backend.load({ name, version: 1, config, modelDir: dir, modelPath: plan, backendConfig: {}, logLevel: 'warn', logger: noopLogger });
+const config = await backend.autoComplete(
+  { name, backend: 'tensorrt' },
+  { modelPath: plan, backendConfig: {}, autoComplete: true, logger: noopLogger },
+);
+const handle = await backend.load({
+  name,
+  version: 1,
+  config,
+  modelDir: dir,
+  modelPath: plan,
+  backendConfig: {},
+  logLevel: 'warn',
+  logger: noopLogger,
+});
 const inst = await handle.createInstance({ name: `${name}_0`, index: 0, kind: 'KIND_GPU', device: 0, profiles: [] });
 const inputs: Tensor[] = (config.input ?? []).map((i) => {
   const dt = Object.entries(DATATYPES).find(([, v]) => v.configName === i.data_type)![0] as keyof typeof DATATYPES;
@@ -70,7 +94,11 @@ while (performance.now() < end) {
   lat.push(performance.now() - t0);
 }
 lat.sort((a, b) => a - b);
-const nereid = { samples_per_s: (lat.length * batch) / seconds, p50_ms: lat[lat.length >> 1], p99_ms: lat[Math.floor(lat.length * 0.99)] };
+const nereid = {
+  samples_per_s: (lat.length * batch) / seconds,
+  p50_ms: lat[lat.length >> 1],
+  p99_ms: lat[Math.floor(lat.length * 0.99)],
+};
 await inst.destroy();
 await handle.unload();
 process.stdout.write(

@@ -23,12 +23,26 @@ const config = existsSync(cfgFile)
   ? parseModelConfigOrThrow(readFileSync(cfgFile, 'utf8'), cfgFile)
   : { name, platform: 'tensorrt_plan', backend: 'tensorrt' };
 const modelPath = join(dir, '1', 'model.plan');
-const logger = createLogger({ switches: { info: true, warning: true, error: true, verbose: 0, format: 'default', file: '' } });
+const logger = createLogger({
+  switches: { info: true, warning: true, error: true, verbose: 0, format: 'default', file: '' },
+});
 const backend = tensorrtBackend();
 try {
-  const completed = await backend.autoComplete({ ...config, name }, { modelPath, backendConfig, autoComplete: true, logger });
+  const completed = await backend.autoComplete(
+    { ...config, name },
+    { modelPath, backendConfig, autoComplete: true, logger },
+  );
   process.stdout.write(`auto-completed config of '${name}':\n${printModelConfig(completed)}\n`);
-  const handle = await backend.load({ name, version: 1, config: completed, modelDir: dir, modelPath, backendConfig, logLevel: 'info', logger });
+  const handle = await backend.load({
+    name,
+    version: 1,
+    config: completed,
+    modelDir: dir,
+    modelPath,
+    backendConfig,
+    logLevel: 'info',
+    logger,
+  });
   const inst = await handle.createInstance({ name: `${name}_0`, index: 0, kind: 'KIND_GPU', device: 0, profiles: [] });
   process.stdout.write(`LOADED: instance ${inst.name} created\n`);
   await inst.destroy();

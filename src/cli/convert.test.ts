@@ -32,7 +32,18 @@ const SHAPES = [
 
 describe('nereid convert: command line', () => {
   it("parses trtexec's flag names and shape syntax (a trailing comma too), and the kebab-case ones", () => {
-    const a = parseConvertArgs(['--onnx', 'm.onnx', '--saveEngine=out/1/model.plan', ...SHAPES, '--fp16', '--memPoolSize=workspace:1024', '--timingCacheFile', 'tc.bin', '--versionCompatible', '--config']);
+    const a = parseConvertArgs([
+      '--onnx',
+      'm.onnx',
+      '--saveEngine=out/1/model.plan',
+      ...SHAPES,
+      '--fp16',
+      '--memPoolSize=workspace:1024',
+      '--timingCacheFile',
+      'tc.bin',
+      '--versionCompatible',
+      '--config',
+    ]);
     assert.equal(a.spec.precision, 'fp16');
     assert.equal(a.spec.workspace_mib, 1024);
     assert.equal(a.spec.version_compatible, true);
@@ -47,7 +58,10 @@ describe('nereid convert: command line', () => {
     assert.throws(() => parseConvertArgs(['--onnx', 'm', '--int8']), /--int8 needs --calib/);
     assert.throws(() => parseConvertArgs(['--onnx', 'm', '--minShapes=x:1xa']), /dims must be non-negative integers/);
     assert.throws(() => parseConvertArgs(['--onnx', 'm', '--best']), /unknown option '--best'/);
-    assert.throws(() => parseConvertArgs(['--onnx', 'm', '--output', 'plan.bin', '--config']), /--config without a path needs --output <model>\/<version>\/model.plan/);
+    assert.throws(
+      () => parseConvertArgs(['--onnx', 'm', '--output', 'plan.bin', '--config']),
+      /--config without a path needs --output <model>\/<version>\/model.plan/,
+    );
   });
 });
 
@@ -56,7 +70,23 @@ describe('nereid convert: building (TensorRT test double)', () => {
     const plan = join(work, 'repo', 'encoder', '1', 'model.plan');
     const cache = join(work, 'timing.cache');
     const c = capture();
-    const code = await runConvert(['--onnx', ENCODER, '--output', plan, ...SHAPES, '--fp16', '--workspace', '256', '--timing-cache', cache, '--config'], c.io, { pythonPath: [DOUBLE] });
+    const code = await runConvert(
+      [
+        '--onnx',
+        ENCODER,
+        '--output',
+        plan,
+        ...SHAPES,
+        '--fp16',
+        '--workspace',
+        '256',
+        '--timing-cache',
+        cache,
+        '--config',
+      ],
+      c.io,
+      { pythonPath: [DOUBLE] },
+    );
     assert.equal(code, 0, c.err.join(''));
     const err = c.err.join('');
     assert.match(err, /has no FP16 builder flag: converting the ONNX model's weights and activations to FP16/);
@@ -66,17 +96,27 @@ describe('nereid convert: building (TensorRT test double)', () => {
     const built = JSON.parse(readFileSync(plan).subarray(MAGIC.length).toString()) as Record<string, unknown>;
     assert.equal(built.strongly_typed, true);
     assert.equal(built.workspace, 256 << 20);
-    assert.deepEqual((built.profiles as Record<string, unknown>[])[0].input_ids, [[1, 8], [4, 8], [8, 8]]);
+    assert.deepEqual((built.profiles as Record<string, unknown>[])[0].input_ids, [
+      [1, 8],
+      [4, 8],
+      [8, 8],
+    ]);
     assert.ok(existsSync(cache));
-    const cfg = parseModelConfigOrThrow(readFileSync(join(work, 'repo', 'encoder', 'config.pbtxt'), 'utf8'), 'config.pbtxt');
+    const cfg = parseModelConfigOrThrow(
+      readFileSync(join(work, 'repo', 'encoder', 'config.pbtxt'), 'utf8'),
+      'config.pbtxt',
+    );
     assert.equal(cfg.name, 'encoder');
     assert.equal(cfg.platform, 'tensorrt_plan');
     assert.equal(cfg.max_batch_size, 8);
-    assert.deepEqual(cfg.input?.map((i) => [i.name, i.data_type, i.dims]), [
-      ['input_ids', 'TYPE_INT32', [-1]],
-      ['attention_mask', 'TYPE_INT32', [-1]],
-      ['token_type_ids', 'TYPE_INT32', [-1]],
-    ]);
+    assert.deepEqual(
+      cfg.input?.map((i) => [i.name, i.data_type, i.dims]),
+      [
+        ['input_ids', 'TYPE_INT32', [-1]],
+        ['attention_mask', 'TYPE_INT32', [-1]],
+        ['token_type_ids', 'TYPE_INT32', [-1]],
+      ],
+    );
     // The plan it wrote (and the config) load through the backend: an instance is created on it. (The double's
     // built plans do not compute the model, so no request is run here.)
     const m = await loadTrt(plan, join(work, 'repo', 'encoder'), cfg);
@@ -88,11 +128,22 @@ describe('nereid convert: building (TensorRT test double)', () => {
   it('the FP16 model it builds from computes what the FP32 model does (onnxruntime, max error < 0.02)', async () => {
     const { execFileSync } = await import('node:child_process');
     const fp16 = join(work, 'encoder.fp16.onnx');
-    execFileSync(join(ROOT, '.venv/bin/python'), ['-c', `from nereid_python.engines.tensorrt import precision; precision.convert(${JSON.stringify(ENCODER)}, ${JSON.stringify(fp16)}, "fp16")`], {
-      env: { ...process.env, PYTHONPATH: join(ROOT, 'python') },
-    });
+    execFileSync(
+      join(ROOT, '.venv/bin/python'),
+      [
+        '-c',
+        `from nereid_python.engines.tensorrt import precision; precision.convert(${JSON.stringify(ENCODER)}, ${JSON.stringify(fp16)}, "fp16")`,
+      ],
+      {
+        env: { ...process.env, PYTHONPATH: join(ROOT, 'python') },
+      },
+    );
     const feeds = () => ({
-      input_ids: new ort.Tensor('int32', Int32Array.from({ length: 16 }, (_, i) => (i * 7) % 100), [2, 8]),
+      input_ids: new ort.Tensor(
+        'int32',
+        Int32Array.from({ length: 16 }, (_, i) => (i * 7) % 100),
+        [2, 8],
+      ),
       attention_mask: new ort.Tensor('int32', new Int32Array(16).fill(1), [2, 8]),
       token_type_ids: new ort.Tensor('int32', new Int32Array(16), [2, 8]),
     });
@@ -125,11 +176,23 @@ describe('nereid convert: building (TensorRT test double)', () => {
       assert.equal(await runConvert(['--onnx', ENCODER, '--output', join(work, 'y.plan'), ...args], c.io, extra), 1);
       return c.err.join('');
     };
-    assert.match(await go([]), /input 'input_ids' has dynamic dims \[-1,-1\]: give --minShapes\/--optShapes\/--maxShapes/);
-    assert.match(await go([...SHAPES, '--minShapes=ids:1x8']), /shapes are given for \['ids'\], which the model has no input named/);
+    assert.match(
+      await go([]),
+      /input 'input_ids' has dynamic dims \[-1,-1\]: give --minShapes\/--optShapes\/--maxShapes/,
+    );
+    assert.match(
+      await go([...SHAPES, '--minShapes=ids:1x8']),
+      /shapes are given for \['ids'\], which the model has no input named/,
+    );
     const calib = join(work, 'calib.cache');
     (await import('node:fs')).writeFileSync(calib, 'x');
-    assert.match(await go([...SHAPES, '--int8', '--calib', calib]), /TensorRT 11\.2\.1\.2 offers no INT8 calibration .*Q\/DQ/);
-    assert.match(await go(SHAPES, { pythonPath: [] }), /TensorRT's Python package is not importable by .*: run 'nereid tensorrt setup'/);
+    assert.match(
+      await go([...SHAPES, '--int8', '--calib', calib]),
+      /TensorRT 11\.2\.1\.2 offers no INT8 calibration .*Q\/DQ/,
+    );
+    assert.match(
+      await go(SHAPES, { pythonPath: [] }),
+      /TensorRT's Python package is not importable by .*: run 'nereid tensorrt setup'/,
+    );
   });
 });

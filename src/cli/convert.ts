@@ -147,20 +147,26 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
     const opt = opts.get(name) ?? maxs.get(name) ?? min;
     const max = maxs.get(name) ?? opt;
     const missing = ['min', 'opt', 'max'].filter((_, k) => ![mins, opts, maxs][k].has(name));
-    if (missing.length > 0) notes.push(`input '${name}': no --${missing.join('/--')}-shapes given; using the others (as trtexec does)`);
+    if (missing.length > 0)
+      notes.push(`input '${name}': no --${missing.join('/--')}-shapes given; using the others (as trtexec does)`);
     shapes[name] = { min: min as number[], opt: opt as number[], max: max as number[] };
   }
   let workspace: number | undefined;
-  const ws = v.workspace ?? (typeof v.memPoolSize === 'string' ? /^workspace:(\d+)(?:M|MiB)?$/i.exec(v.memPoolSize)?.[1] : undefined);
+  const ws =
+    v.workspace ??
+    (typeof v.memPoolSize === 'string' ? /^workspace:(\d+)(?:M|MiB)?$/i.exec(v.memPoolSize)?.[1] : undefined);
   if (ws !== undefined) {
     workspace = Number(ws);
-    if (!Number.isSafeInteger(workspace) || workspace <= 0) throw new InvalidArgError(`--workspace=${String(ws)}: expected MiB > 0`);
+    if (!Number.isSafeInteger(workspace) || workspace <= 0)
+      throw new InvalidArgError(`--workspace=${String(ws)}: expected MiB > 0`);
   }
   for (const io of ['inputIOFormats', 'outputIOFormats']) {
-    if (v[io] !== undefined) notes.push(`--${io} is accepted for trtexec compatibility; the plan's I/O types follow the ONNX model`);
+    if (v[io] !== undefined)
+      notes.push(`--${io} is accepted for trtexec compatibility; the plan's I/O types follow the ONNX model`);
   }
   const device = v.device === undefined ? 0 : Number(v.device);
-  if (!Number.isSafeInteger(device) || device < 0) throw new InvalidArgError(`--device=${String(v.device)}: expected a GPU index`);
+  if (!Number.isSafeInteger(device) || device < 0)
+    throw new InvalidArgError(`--device=${String(v.device)}: expected a GPU index`);
   const output = resolve(typeof v.output === 'string' ? v.output : 'model.plan');
   return {
     spec: {
@@ -201,22 +207,32 @@ interface Io {
 /** Runs the Python builder; progress lines go to `io.err` as they come. */
 export function runBuilder(env: TensorRTEnvironment, spec: ConvertSpec, io: Io): Promise<Record<string, unknown>> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(env.executable, ['-m', 'nereid_python.engines.tensorrt.convert', '--spec', JSON.stringify(spec)], {
-      env: env.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      env.executable,
+      ['-m', 'nereid_python.engines.tensorrt.convert', '--spec', JSON.stringify(spec)],
+      {
+        env: env.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let last = '';
     createInterface({ input: child.stdout }).on('line', (l) => {
       if (l.trim() !== '') last = l;
     });
     createInterface({ input: child.stderr }).on('line', (l) => io.err(`${l}\n`));
-    child.on('error', (e) => reject(new UnavailableError(`cannot run '${env.executable}' (from ${env.source}): ${e.message}`)));
+    child.on('error', (e) =>
+      reject(new UnavailableError(`cannot run '${env.executable}' (from ${env.source}): ${e.message}`)),
+    );
     child.on('close', (code, signal) => {
       let answer: { error?: { c: ErrorCode; m: string } } & Record<string, unknown>;
       try {
         answer = JSON.parse(last) as typeof answer;
       } catch {
-        reject(new UnavailableError(`the TensorRT builder process (${env.executable}) ended with ${signal ?? `code ${code}`} and no answer`));
+        reject(
+          new UnavailableError(
+            `the TensorRT builder process (${env.executable}) ended with ${signal ?? `code ${code}`} and no answer`,
+          ),
+        );
         return;
       }
       if (answer.error) {

@@ -43,7 +43,7 @@ describe('nereid tensorrt setup / check', () => {
     assert.equal(JSON.parse(readFileSync(join(home, 'env.json'), 'utf8')).python, python);
   });
 
-  it('check deserializes a plan, and reports TensorRT\'s message for one that is not', async () => {
+  it("check deserializes a plan, and reports TensorRT's message for one that is not", async () => {
     await cli(['setup', '--python', python, '--home', home]);
     const good = join(home, 'good.plan');
     writeFileSync(good, Buffer.concat([Buffer.from(MAGIC), Buffer.from(JSON.stringify(addSubPlan()))]));

@@ -49,11 +49,16 @@ interface Io {
   err: (s: string) => void;
 }
 
-function parseArgs(argv: readonly string[], allowed: readonly string[], repeat: readonly string[] = []): Record<string, string[]> {
+function parseArgs(
+  argv: readonly string[],
+  allowed: readonly string[],
+  repeat: readonly string[] = [],
+): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (let i = 0; i < argv.length; i++) {
     const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
-    if (!m || !allowed.includes(m[1])) throw new InvalidArgError(`unexpected argument '${argv[i]}' (see nereid tensorrt --help)`);
+    if (!m || !allowed.includes(m[1]))
+      throw new InvalidArgError(`unexpected argument '${argv[i]}' (see nereid tensorrt --help)`);
     if (m[1] === 'fallback-only') {
       out[m[1]] = ['1'];
       continue;
@@ -76,7 +81,10 @@ function envFor(rec: SetupRecord | undefined): NodeJS.ProcessEnv {
   const pp = [PYTHON_DIR, ...(rec?.python_path ?? []), ...(process.env.PYTHONPATH ? [process.env.PYTHONPATH] : [])];
   env.PYTHONPATH = pp.join(':');
   if (rec?.ld_library_path?.length) {
-    env.LD_LIBRARY_PATH = [...rec.ld_library_path, ...(process.env.LD_LIBRARY_PATH ? [process.env.LD_LIBRARY_PATH] : [])].join(':');
+    env.LD_LIBRARY_PATH = [
+      ...rec.ld_library_path,
+      ...(process.env.LD_LIBRARY_PATH ? [process.env.LD_LIBRARY_PATH] : []),
+    ].join(':');
   }
   return env;
 }
@@ -161,11 +169,20 @@ function run(cmd: string, args: string[], io: Io, env?: NodeJS.ProcessEnv): Prom
   });
 }
 
-async function fallback(python: string, version: string, home: string, jar: string | undefined, wheels: string[], io: Io): Promise<SetupRecord | undefined> {
+async function fallback(
+  python: string,
+  version: string,
+  home: string,
+  jar: string | undefined,
+  wheels: string[],
+  io: Io,
+): Promise<SetupRecord | undefined> {
   const key = version.split('.').slice(0, 2).join('.');
   const artifact = MAVEN_ARTIFACTS[key];
   if (artifact === undefined && jar === undefined) {
-    io.err(`no Maven Central redistributable is known for TensorRT ${version} (known: ${Object.keys(MAVEN_ARTIFACTS).join(', ')}); give --jar\n`);
+    io.err(
+      `no Maven Central redistributable is known for TensorRT ${version} (known: ${Object.keys(MAVEN_ARTIFACTS).join(', ')}); give --jar\n`,
+    );
     return undefined;
   }
   const lib = join(home, 'lib');
@@ -194,10 +211,18 @@ async function fallback(python: string, version: string, home: string, jar: stri
   }
   const site = join(home, 'site');
   const pkgs =
-    wheels.length > 0
-      ? wheels
-      : [`tensorrt-cu13-bindings==${artifact?.bindings ?? version}`, 'cuda-bindings', 'numpy'];
-  const pipArgs = ['-m', 'pip', 'install', '--disable-pip-version-check', '--upgrade', '--target', site, ...(wheels.length > 0 ? ['--no-deps'] : []), ...pkgs];
+    wheels.length > 0 ? wheels : [`tensorrt-cu13-bindings==${artifact?.bindings ?? version}`, 'cuda-bindings', 'numpy'];
+  const pipArgs = [
+    '-m',
+    'pip',
+    'install',
+    '--disable-pip-version-check',
+    '--upgrade',
+    '--target',
+    site,
+    ...(wheels.length > 0 ? ['--no-deps'] : []),
+    ...pkgs,
+  ];
   if ((await run(python, pipArgs, io)) !== 0) {
     io.err(`pip could not install ${pkgs.join(', ')} into ${site}\n`);
     return undefined;
@@ -252,13 +277,27 @@ export async function runTensorRTCommand(
       rec = undefined;
       if (a['fallback-only'] === undefined && a.jar === undefined) {
         io.out(`installing NVIDIA's tensorrt-cu13==${version} into ${python}\n`);
-        const code = await run(python, ['-m', 'pip', 'install', '--disable-pip-version-check', `tensorrt-cu13==${version}`, 'cuda-bindings', 'numpy'], io);
+        const code = await run(
+          python,
+          [
+            '-m',
+            'pip',
+            'install',
+            '--disable-pip-version-check',
+            `tensorrt-cu13==${version}`,
+            'cuda-bindings',
+            'numpy',
+          ],
+          io,
+        );
         if (code === 0) {
           rec = { python, tensorrt_version: version, source: `pip tensorrt-cu13==${version}` };
           r = await checkTensorRT(python, rec);
           if (!wanted(r)) rec = undefined;
         } else {
-          io.err(`NVIDIA's wheels did not install (NVIDIA's index unreachable?); falling back to Maven Central + PyPI\n`);
+          io.err(
+            `NVIDIA's wheels did not install (NVIDIA's index unreachable?); falling back to Maven Central + PyPI\n`,
+          );
         }
       }
       if (rec === undefined) {

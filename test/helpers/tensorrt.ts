@@ -51,8 +51,30 @@ export function addSubPlan(over: Partial<FakePlan> = {}): FakePlan {
   return {
     io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT'), t('OUTPUT1', 'OUTPUT')],
     profiles: [
-      { INPUT0: [[1, 4], [4, 4], [8, 4]], INPUT1: [[1, 4], [4, 4], [8, 4]] },
-      { INPUT0: [[1, 4], [16, 4], [32, 4]], INPUT1: [[1, 4], [16, 4], [32, 4]] },
+      {
+        INPUT0: [
+          [1, 4],
+          [4, 4],
+          [8, 4],
+        ],
+        INPUT1: [
+          [1, 4],
+          [4, 4],
+          [8, 4],
+        ],
+      },
+      {
+        INPUT0: [
+          [1, 4],
+          [16, 4],
+          [32, 4],
+        ],
+        INPUT1: [
+          [1, 4],
+          [16, 4],
+          [32, 4],
+        ],
+      },
     ],
     compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] }, OUTPUT1: { op: 'sub', args: ['INPUT0', 'INPUT1'] } },
     device_memory: 64 << 20,
@@ -64,9 +86,18 @@ export function addSubPlan(over: Partial<FakePlan> = {}): FakePlan {
 /** The seed's shape: three INT32 inputs [-1,16] (batch 1..32, opt 16), one FP32 output. */
 export function seedPlan(): FakePlan {
   const i = (name: string): FakeTensor => ({ name, mode: 'INPUT', dtype: 'INT32', shape: [-1, 16] });
-  const range: [number[], number[], number[]] = [[1, 16], [16, 16], [32, 16]];
+  const range: [number[], number[], number[]] = [
+    [1, 16],
+    [16, 16],
+    [32, 16],
+  ];
   return {
-    io: [i('input_ids'), i('attention_mask'), i('token_type_ids'), { name: 'outputs', mode: 'OUTPUT', dtype: 'FLOAT', shape: [-1, 16] }],
+    io: [
+      i('input_ids'),
+      i('attention_mask'),
+      i('token_type_ids'),
+      { name: 'outputs', mode: 'OUTPUT', dtype: 'FLOAT', shape: [-1, 16] },
+    ],
     profiles: [{ input_ids: range, attention_mask: range, token_type_ids: range }],
     compute: { outputs: { op: 'add', args: ['input_ids', 'attention_mask'] } },
   };
@@ -77,7 +108,11 @@ export function planBytes(plan: FakePlan): Buffer {
 }
 
 /** A repository folder `<tmp>/<name>/1/model.plan` (+ config.pbtxt when given). */
-export function writeModel(name: string, plan: FakePlan | Buffer, configText?: string): { dir: string; root: string; planPath: string } {
+export function writeModel(
+  name: string,
+  plan: FakePlan | Buffer,
+  configText?: string,
+): { dir: string; root: string; planPath: string } {
   const root = mkdtempSync(join(tmpdir(), 'nereid-trt-'));
   const dir = join(root, name);
   mkdirSync(join(dir, '1'), { recursive: true });

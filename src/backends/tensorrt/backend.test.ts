@@ -52,7 +52,10 @@ async function load(
   return m;
 }
 
-async function instance(m: LoadedTrt, spec: Parameters<LoadedTrt['instance']>[0] = {}): Promise<Instance & { pid: number }> {
+async function instance(
+  m: LoadedTrt,
+  spec: Parameters<LoadedTrt['instance']>[0] = {},
+): Promise<Instance & { pid: number }> {
   const inst = await m.instance(spec);
   cleanup.push(() => inst.destroy());
   return inst;
@@ -75,7 +78,10 @@ describe('tensorrt backend: auto-complete from the plan', () => {
         ['token_type_ids', 'TYPE_INT32', [16]],
       ],
     );
-    assert.deepEqual(m.config.output?.map((o) => [o.name, o.data_type, o.dims]), [['outputs', 'TYPE_FP32', [16]]]);
+    assert.deepEqual(
+      m.config.output?.map((o) => [o.name, o.data_type, o.dims]),
+      [['outputs', 'TYPE_FP32', [16]]],
+    );
     const inst = await instance(m);
     const r = recorder();
     const ids = int32('input_ids', [Array.from({ length: 16 }, (_, i) => i)]);
@@ -84,18 +90,25 @@ describe('tensorrt backend: auto-complete from the plan', () => {
     await inst.execute([request([ids, mask, types], ['outputs'])], r, never);
     const out = output(r.final(0), 'outputs');
     assert.deepEqual(out.shape, [1, 16]);
-    assert.deepEqual([...(out.data as Float32Array)], Array.from({ length: 16 }, (_, i) => i + 1));
+    assert.deepEqual(
+      [...(out.data as Float32Array)],
+      Array.from({ length: 16 }, (_, i) => i + 1),
+    );
   });
 
   it('takes max_batch_size from the profiles the instance groups list (the largest of them)', async () => {
-    const m = await load(addSubPlan(), 'name: "m"\nbackend: "tensorrt"\ninstance_group { kind: KIND_GPU profile: ["1"] }');
+    const m = await load(
+      addSubPlan(),
+      'name: "m"\nbackend: "tensorrt"\ninstance_group { kind: KIND_GPU profile: ["1"] }',
+    );
     assert.equal(m.config.max_batch_size, 32);
   });
 
   it('BAD CONFIG - max_batch_size larger than the profiles allow is a load error naming both', async () => {
     await assert.rejects(
       load(addSubPlan(), 'name: "m"\nbackend: "tensorrt"\nmax_batch_size: 16'),
-      (e: NereidError) => e instanceof InvalidArgError && /max_batch_size 16.*profile\(s\) 0 support at most 8/.test(e.message),
+      (e: NereidError) =>
+        e instanceof InvalidArgError && /max_batch_size 16.*profile\(s\) 0 support at most 8/.test(e.message),
     );
   });
 
@@ -137,14 +150,21 @@ describe('tensorrt backend: execution', () => {
     const runs = readEvents(log).filter((e) => e.ev === 'execute');
     assert.equal(runs.length, 1);
     assert.deepEqual(runs[0].shapes, { INPUT0: [4, 4], INPUT1: [4, 4] });
-    assert.ok(readEvents(log).some((e) => e.ev === 'host_register'), 'the shared-memory segment is pinned');
+    assert.ok(
+      readEvents(log).some((e) => e.ev === 'host_register'),
+      'the shared-memory segment is pinned',
+    );
   });
 
   it('picks the profile whose opt shapes are nearest among those that hold the batch', async () => {
     const log = logFile();
-    const m = await load(addSubPlan(), 'name: "m"\nbackend: "tensorrt"\ninstance_group { kind: KIND_GPU profile: ["0", "1"] }', {
-      env: { NEREID_TRT_DOUBLE_LOG: log },
-    });
+    const m = await load(
+      addSubPlan(),
+      'name: "m"\nbackend: "tensorrt"\ninstance_group { kind: KIND_GPU profile: ["0", "1"] }',
+      {
+        env: { NEREID_TRT_DOUBLE_LOG: log },
+      },
+    );
     const inst = await instance(m, { profiles: ['0', '1'] });
     await inst.execute([addSubRequest(2)], recorder(), never);
     await inst.execute([addSubRequest(20)], recorder(), never);
@@ -164,15 +184,22 @@ describe('tensorrt backend: execution', () => {
     await inst.execute([addSubRequest(2), addSubRequest(9), addSubRequest(1)], r, never);
     const bad = r.final(1);
     assert.ok(bad instanceof InvalidArgError);
-    assert.match(bad.message, /input 'INPUT0' shape \[9,4\] is outside every optimization profile of this instance \(profile 0: \[1\.\.8,4\]\)/);
+    assert.match(
+      bad.message,
+      /input 'INPUT0' shape \[9,4\] is outside every optimization profile of this instance \(profile 0: \[1\.\.8,4\]\)/,
+    );
     assert.deepEqual(output(r.final(0), 'OUTPUT0').shape, [2, 4]);
     assert.deepEqual(output(r.final(2), 'OUTPUT0').shape, [1, 4]);
   });
 
   it('hosts every instance of a GPU in one process, and each GPU in its own', async () => {
-    const m = await load(addSubPlan(), 'name: "m"\nbackend: "tensorrt"\ninstance_group { kind: KIND_GPU count: 2 gpus: [0, 1] }', {
-      env: { NEREID_CUDA_DOUBLE_GPUS: '2' },
-    });
+    const m = await load(
+      addSubPlan(),
+      'name: "m"\nbackend: "tensorrt"\ninstance_group { kind: KIND_GPU count: 2 gpus: [0, 1] }',
+      {
+        env: { NEREID_CUDA_DOUBLE_GPUS: '2' },
+      },
+    );
     const a = await instance(m, { device: 0 });
     const b = await instance(m, { device: 0 });
     const c = await instance(m, { device: 1 });
@@ -197,7 +224,10 @@ describe('tensorrt backend: execution', () => {
 });
 
 describe('tensorrt backend: options and their effect (observed through the double)', () => {
-  async function copies(backendConfig: Record<string, string>, cfg = 'name: "m"\nbackend: "tensorrt"'): Promise<number> {
+  async function copies(
+    backendConfig: Record<string, string>,
+    cfg = 'name: "m"\nbackend: "tensorrt"',
+  ): Promise<number> {
     const log = logFile();
     const m = await load(addSubPlan(), cfg, { backendConfig, env: { NEREID_TRT_DOUBLE_LOG: log } });
     const inst = await instance(m);
@@ -214,10 +244,13 @@ describe('tensorrt backend: options and their effect (observed through the doubl
   });
 
   it('gather_kernel_buffer_threshold: inputs in that many pieces are gathered first, then copied once', async () => {
-    assert.equal(await copies({}, 'name: "m"\nbackend: "tensorrt"\noptimization { gather_kernel_buffer_threshold: 3 }'), 2);
+    assert.equal(
+      await copies({}, 'name: "m"\nbackend: "tensorrt"\noptimization { gather_kernel_buffer_threshold: 3 }'),
+      2,
+    );
   });
 
-  it('execution_context_allocation_strategy: STATIC takes the largest profile memory at once, ON_PROFILE_CHANGE the profile\'s', async () => {
+  it("execution_context_allocation_strategy: STATIC takes the largest profile memory at once, ON_PROFILE_CHANGE the profile's", async () => {
     const mem = async (strategy: string): Promise<{ strategy: unknown; bytes: unknown }> => {
       const log = logFile();
       const m = await load(
@@ -256,9 +289,13 @@ describe('tensorrt backend: options and their effect (observed through the doubl
   it('optimization.cuda.busy_wait_events spins on the completion event; without it the thread sleeps in it', async () => {
     const waits = async (busy: boolean): Promise<string[]> => {
       const log = logFile();
-      const m = await load(addSubPlan(), `name: "m"\nbackend: "tensorrt"\noptimization { cuda { busy_wait_events: ${busy} } }`, {
-        env: { NEREID_TRT_DOUBLE_LOG: log },
-      });
+      const m = await load(
+        addSubPlan(),
+        `name: "m"\nbackend: "tensorrt"\noptimization { cuda { busy_wait_events: ${busy} } }`,
+        {
+          env: { NEREID_TRT_DOUBLE_LOG: log },
+        },
+      );
       const inst = await instance(m);
       await inst.execute([addSubRequest(1)], recorder(), never);
       return readEvents(log)
@@ -271,9 +308,13 @@ describe('tensorrt backend: options and their effect (observed through the doubl
 
   it('optimization.cuda.output_copy_stream copies outputs on a second stream after an event', async () => {
     const log = logFile();
-    const m = await load(addSubPlan(), 'name: "m"\nbackend: "tensorrt"\noptimization { cuda { output_copy_stream: true } }', {
-      env: { NEREID_TRT_DOUBLE_LOG: log },
-    });
+    const m = await load(
+      addSubPlan(),
+      'name: "m"\nbackend: "tensorrt"\noptimization { cuda { output_copy_stream: true } }',
+      {
+        env: { NEREID_TRT_DOUBLE_LOG: log },
+      },
+    );
     const inst = await instance(m);
     await inst.execute([addSubRequest(1)], recorder(), never);
     const events = readEvents(log);
@@ -286,10 +327,16 @@ describe('tensorrt backend: options and their effect (observed through the doubl
   it('execution-policy: DEVICE_BLOCKING (default) runs one batch at a time per GPU; BLOCKING lets instances overlap', async () => {
     const overlaps = async (backendConfig: Record<string, string>): Promise<boolean> => {
       const log = logFile();
-      const m = await load(addSubPlan({ sleep_ms: 300 }), undefined, { backendConfig, env: { NEREID_TRT_DOUBLE_LOG: log } });
+      const m = await load(addSubPlan({ sleep_ms: 300 }), undefined, {
+        backendConfig,
+        env: { NEREID_TRT_DOUBLE_LOG: log },
+      });
       const a = await instance(m);
       const b = await instance(m);
-      await Promise.all([a.execute([addSubRequest(1)], recorder(), never), b.execute([addSubRequest(1)], recorder(), never)]);
+      await Promise.all([
+        a.execute([addSubRequest(1)], recorder(), never),
+        b.execute([addSubRequest(1)], recorder(), never),
+      ]);
       const [x, y] = readEvents(log).filter((e) => e.ev === 'execute') as unknown as { t0: number; t1: number }[];
       return x.t0 < y.t1 && y.t0 < x.t1;
     };
@@ -299,7 +346,9 @@ describe('tensorrt backend: options and their effect (observed through the doubl
 
   it('plugins: listed libraries are loaded before the engine; a missing one is a load error naming it', async () => {
     // A system library a Python process does not load by itself stands in for a plugin.
-    const name = ['libattr.so.1', 'libacl.so.1', 'libuuid.so.1'].find((n) => existsSync(`/usr/lib/x86_64-linux-gnu/${n}`));
+    const name = ['libattr.so.1', 'libacl.so.1', 'libuuid.so.1'].find((n) =>
+      existsSync(`/usr/lib/x86_64-linux-gnu/${n}`),
+    );
     assert.ok(name, 'a stand-in plugin library exists');
     const lib = `/usr/lib/x86_64-linux-gnu/${name}`;
     const plan = addSubPlan({ requires_library: name });
@@ -319,16 +368,25 @@ describe('tensorrt backend: options and their effect (observed through the doubl
     const plan = addSubPlan({ version_compatible: true });
     await assert.rejects(load(plan), /version-compatible plan needs engine host code allowed/);
     const log = logFile();
-    const full = await load(plan, undefined, { backendConfig: { 'version-compatible': 'true' }, env: { NEREID_TRT_DOUBLE_LOG: log } });
+    const full = await load(plan, undefined, {
+      backendConfig: { 'version-compatible': 'true' },
+      env: { NEREID_TRT_DOUBLE_LOG: log },
+    });
     await instance(full);
     assert.deepEqual(
       readEvents(log)
         .filter((e) => e.ev === 'deserialize')
         .map((e) => [e.flavor, e.host_code]),
-      [['full', true], ['full', true]],
+      [
+        ['full', true],
+        ['full', true],
+      ],
     );
     const leanOnly = { NEREID_TRT_DOUBLE_ONLY_LEAN: '1' };
-    await assert.rejects(load(plan, undefined, { env: leanOnly }), /only TensorRT's lean runtime \(tensorrt_lean\) is installed.*version-compatible=true/);
+    await assert.rejects(
+      load(plan, undefined, { env: leanOnly }),
+      /only TensorRT's lean runtime \(tensorrt_lean\) is installed.*version-compatible=true/,
+    );
     const lean = await load(plan, undefined, { backendConfig: { 'version-compatible': 'true' }, env: leanOnly });
     assert.equal(lean.config.max_batch_size, 8);
     const inst = await instance(lean);
@@ -339,10 +397,13 @@ describe('tensorrt backend: options and their effect (observed through the doubl
 });
 
 describe('tensorrt backend: what cannot load says why', () => {
-  it('BAD PLAN - bytes that are not a plan: TensorRT\'s own message', async () => {
+  it("BAD PLAN - bytes that are not a plan: TensorRT's own message", async () => {
     await assert.rejects(load(Buffer.from('not a plan at all')), (e: NereidError) => {
       assert.ok(e instanceof InvalidArgError);
-      assert.match(e.message, /TensorRT 11\.2\.1\.2 cannot deserialize plan '.*model\.plan' \(17 bytes\): IRuntime::deserializeCudaEngine: Error Code 1: Serialization/);
+      assert.match(
+        e.message,
+        /TensorRT 11\.2\.1\.2 cannot deserialize plan '.*model\.plan' \(17 bytes\): IRuntime::deserializeCudaEngine: Error Code 1: Serialization/,
+      );
       return true;
     });
   });
@@ -353,7 +414,7 @@ describe('tensorrt backend: what cannot load says why', () => {
     await assert.rejects(load(Buffer.alloc(0)), /plan '.*model\.plan' is empty/);
   });
 
-  it('NO GPU - the engine process says that no CUDA GPU is usable, with CUDA\'s message', async () => {
+  it("NO GPU - the engine process says that no CUDA GPU is usable, with CUDA's message", async () => {
     await assert.rejects(load(addSubPlan(), undefined, { env: { NEREID_CUDA_DOUBLE_GPUS: '0' } }), (e: NereidError) => {
       assert.ok(e instanceof UnavailableError);
       assert.match(e.message, /no CUDA GPU is usable by this process: cudaGetDeviceCount failed: cudaErrorNoDevice/);
@@ -379,14 +440,23 @@ describe('tensorrt backend: what cannot load says why', () => {
   });
 
   it('BAD CONFIG - unknown backend-config keys and bad values are load errors', async () => {
-    await assert.rejects(load(addSubPlan(), undefined, { backendConfig: { 'coalesce-inputs': 'true' } }), /unknown key; the tensorrt backend knows/);
-    await assert.rejects(load(addSubPlan(), undefined, { backendConfig: { 'execution-policy': 'FAST' } }), /expected DEVICE_BLOCKING/);
+    await assert.rejects(
+      load(addSubPlan(), undefined, { backendConfig: { 'coalesce-inputs': 'true' } }),
+      /unknown key; the tensorrt backend knows/,
+    );
+    await assert.rejects(
+      load(addSubPlan(), undefined, { backendConfig: { 'execution-policy': 'FAST' } }),
+      /expected DEVICE_BLOCKING/,
+    );
   });
 
   it('BAD CONFIG - a plan file that is missing', async () => {
     const { dir, root, planPath } = writeModel('m', addSubPlan());
     cleanup.push(() => removeModel(root));
     writeFileSync(planPath, '');
-    await assert.rejects(loadTrt(`${planPath}.missing`, dir, config('name: "m"\nbackend: "tensorrt"')), /does not exist/);
+    await assert.rejects(
+      loadTrt(`${planPath}.missing`, dir, config('name: "m"\nbackend: "tensorrt"')),
+      /does not exist/,
+    );
   });
 });

@@ -20,7 +20,13 @@ import { ChildProcessHost } from '../runtime/process/child.js';
 import { ProcessInstance } from '../runtime/process/instance.js';
 import { unlinkStaleSegments } from '../runtime/process/shm.js';
 import { ENGINE_MODEL_PY, resolveEnvironment, type TensorRTEnvironment } from './environment.js';
-import { checkAgainstPlan, completeFromPlan, instanceProfiles, requestOutsideProfiles, type PlanFacts } from './facts.js';
+import {
+  checkAgainstPlan,
+  completeFromPlan,
+  instanceProfiles,
+  requestOutsideProfiles,
+  type PlanFacts,
+} from './facts.js';
 import { backendOptions, modelOptions, type TensorRTBackendOptions, type TensorRTModelOptions } from './options.js';
 import { probePlan } from './probe.js';
 
@@ -255,7 +261,13 @@ class ProfileCheckedInstance implements Instance {
   readonly #profiles: readonly number[];
   readonly #model: string;
 
-  constructor(inner: ProcessInstance, facts: PlanFacts, profiles: readonly number[], _batching: boolean, model: string) {
+  constructor(
+    inner: ProcessInstance,
+    facts: PlanFacts,
+    profiles: readonly number[],
+    _batching: boolean,
+    model: string,
+  ) {
     this.name = inner.name;
     this.died = inner.died;
     this.#inner = inner;
@@ -269,7 +281,11 @@ class ProfileCheckedInstance implements Instance {
     return this.#inner.pid;
   }
 
-  execute = (requests: readonly EngineRequest[], responder: Responder, signal: AbortSignal): Promise<ExecuteTimings> => {
+  execute = (
+    requests: readonly EngineRequest[],
+    responder: Responder,
+    signal: AbortSignal,
+  ): Promise<ExecuteTimings> => {
     const ok: number[] = [];
     requests.forEach((r, i) => {
       const shapes = new Map(r.inputs.map((t) => [t.name, t.shape]));

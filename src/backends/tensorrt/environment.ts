@@ -42,7 +42,9 @@ export function readSetupRecord(home = tensorrtHome()): SetupRecord | undefined 
   try {
     rec = JSON.parse(readFileSync(file, 'utf8')) as SetupRecord;
   } catch (e) {
-    throw new InvalidArgError(`${file} (written by 'nereid tensorrt setup') is not valid JSON: ${(e as Error).message}; run the setup again`);
+    throw new InvalidArgError(
+      `${file} (written by 'nereid tensorrt setup') is not valid JSON: ${(e as Error).message}; run the setup again`,
+    );
   }
   if (typeof rec.python !== 'string' || rec.python === '') {
     throw new InvalidArgError(`${file} names no python interpreter; run 'nereid tensorrt setup' again`);

@@ -73,7 +73,10 @@ describe('TensorRT auto-complete (Triton rules for explicit-batch engines)', () 
   it('a scalar tensor gets dims [1] with reshape [] (dims may not be empty)', () => {
     const c = completeFromPlan(
       cfg(''),
-      facts({ io: [t('x', 'input', [-1]), t('y', 'output', [-1])], profiles: [{ index: 0, inputs: { x: { min: [1], opt: [2], max: [4] } } }] }),
+      facts({
+        io: [t('x', 'input', [-1]), t('y', 'output', [-1])],
+        profiles: [{ index: 0, inputs: { x: { min: [1], opt: [2], max: [4] } } }],
+      }),
       'm',
       noWarn,
     );
@@ -82,45 +85,76 @@ describe('TensorRT auto-complete (Triton rules for explicit-batch engines)', () 
 
   it('BAD CONFIG - contradicting dims, a batch hint without a batch dim, max_batch_size beyond the profiles', () => {
     assert.throws(
-      () => completeFromPlan(cfg('input [{ name: "x" dims: [-1] }]\noutput [{ name: "y" dims: [-1, -1] }]'), facts(), 'm', noWarn),
+      () =>
+        completeFromPlan(
+          cfg('input [{ name: "x" dims: [-1] }]\noutput [{ name: "y" dims: [-1, -1] }]'),
+          facts(),
+          'm',
+          noWarn,
+        ),
       /contradict each other on whether the model batches/,
     );
     assert.throws(
       () =>
         completeFromPlan(
           cfg('input [{ name: "x" dims: [3] }]'),
-          facts({ io: [t('x', 'input', [1, 3]), t('y', 'output', [1, 3])], profiles: [{ index: 0, inputs: { x: { min: [1, 3], opt: [1, 3], max: [1, 3] } } }] }),
+          facts({
+            io: [t('x', 'input', [1, 3]), t('y', 'output', [1, 3])],
+            profiles: [{ index: 0, inputs: { x: { min: [1, 3], opt: [1, 3], max: [1, 3] } } }],
+          }),
           'm',
           noWarn,
         ),
       /imply batching, but the plan's inputs have no dynamic batch dim/,
     );
-    assert.throws(() => completeFromPlan(cfg('max_batch_size: 9'), facts(), 'm', noWarn), /max_batch_size 9, but the plan's optimization profile\(s\) 0 support at most 8/);
+    assert.throws(
+      () => completeFromPlan(cfg('max_batch_size: 9'), facts(), 'm', noWarn),
+      /max_batch_size 9, but the plan's optimization profile\(s\) 0 support at most 8/,
+    );
   });
 
   it('UNSUPPORTED - shape tensors and datatypes Triton has no name for', () => {
     const shape = facts({ io: [{ ...t('x', 'input', [2]), shape_tensor: true }, t('y', 'output', [-1])] });
     assert.throws(() => completeFromPlan(cfg(''), shape, 'm', noWarn), /'x' is a shape tensor/);
     const fp8 = facts({ io: [t('x', 'input', [-1, -1], 'FP8'), t('y', 'output', [-1, -1])] });
-    assert.throws(() => completeFromPlan(cfg(''), fp8, 'm', noWarn), /'x' is TensorRT FP8, which has no Triton datatype/);
+    assert.throws(
+      () => completeFromPlan(cfg(''), fp8, 'm', noWarn),
+      /'x' is TensorRT FP8, which has no Triton datatype/,
+    );
   });
 });
 
 describe('TensorRT config check against the plan', () => {
   it('BAD CONFIG - an input the plan lacks, a missing input, a batch dim the plan cannot take, a group whose profiles are too small', () => {
     assert.throws(
-      () => checkAgainstPlan(cfg('max_batch_size: 8\ninput [{ name: "z" data_type: TYPE_FP32 dims: [-1] }]'), facts(), 'm'),
+      () =>
+        checkAgainstPlan(cfg('max_batch_size: 8\ninput [{ name: "z" data_type: TYPE_FP32 dims: [-1] }]'), facts(), 'm'),
       /declares input 'z', but the plan's inputs are \['x'\]/,
     );
-    assert.throws(() => checkAgainstPlan(cfg('max_batch_size: 8\noutput [{ name: "y" data_type: TYPE_FP32 dims: [-1] }]'), facts(), 'm'), /needs input\(s\) \['x'\]/);
     assert.throws(
-      () => checkAgainstPlan(cfg('max_batch_size: 8\ninput [{ name: "x" data_type: TYPE_FP32 dims: [-1, 2] }]'), facts(), 'm'),
+      () =>
+        checkAgainstPlan(
+          cfg('max_batch_size: 8\noutput [{ name: "y" data_type: TYPE_FP32 dims: [-1] }]'),
+          facts(),
+          'm',
+        ),
+      /needs input\(s\) \['x'\]/,
+    );
+    assert.throws(
+      () =>
+        checkAgainstPlan(
+          cfg('max_batch_size: 8\ninput [{ name: "x" data_type: TYPE_FP32 dims: [-1, 2] }]'),
+          facts(),
+          'm',
+        ),
       /has shape \[-1,-1\] in the plan, but config.pbtxt gives \[-1,-1,2\]/,
     );
     assert.throws(
       () =>
         checkAgainstPlan(
-          cfg('max_batch_size: 16\ninput [{ name: "x" data_type: TYPE_FP32 dims: [-1] }]\ninstance_group [{ profile: ["1"] }, { profile: ["0"] }]'),
+          cfg(
+            'max_batch_size: 16\ninput [{ name: "x" data_type: TYPE_FP32 dims: [-1] }]\ninstance_group [{ profile: ["1"] }, { profile: ["0"] }]',
+          ),
           facts(),
           'm',
         ),
@@ -133,7 +167,10 @@ describe('TensorRT profiles of an instance and requests against them', () => {
   it('resolves profile names to indices (profile 0 by default) and refuses others', () => {
     assert.deepEqual(instanceProfiles([], facts(), 'w'), [0]);
     assert.deepEqual(instanceProfiles(['1', '0', '1'], facts(), 'w'), [1, 0]);
-    assert.throws(() => instanceProfiles(['fast'], facts(), 'w'), /profile 'fast' is not a profile index \(expected 0\.\.1\)/);
+    assert.throws(
+      () => instanceProfiles(['fast'], facts(), 'w'),
+      /profile 'fast' is not a profile index \(expected 0\.\.1\)/,
+    );
     assert.throws(() => instanceProfiles(['2'], facts(), 'w'), /profile 2 does not exist/);
     assert.equal(maxBatchOfProfiles(facts(), [0, 1]), 32);
   });
@@ -155,12 +192,25 @@ describe('TensorRT profiles of an instance and requests against them', () => {
     const f = facts({
       io: [t('a', 'input', [-1, 4]), t('b', 'input', [-1, 4]), t('y', 'output', [-1, 4])],
       profiles: [
-        { index: 0, inputs: { a: { min: [1, 4], opt: [1, 4], max: [2, 4] }, b: { min: [5, 4], opt: [5, 4], max: [8, 4] } } },
-        { index: 1, inputs: { a: { min: [5, 4], opt: [5, 4], max: [8, 4] }, b: { min: [1, 4], opt: [1, 4], max: [2, 4] } } },
+        {
+          index: 0,
+          inputs: { a: { min: [1, 4], opt: [1, 4], max: [2, 4] }, b: { min: [5, 4], opt: [5, 4], max: [8, 4] } },
+        },
+        {
+          index: 1,
+          inputs: { a: { min: [5, 4], opt: [5, 4], max: [8, 4] }, b: { min: [1, 4], opt: [1, 4], max: [2, 4] } },
+        },
       ],
     });
     assert.match(
-      requestOutsideProfiles(f, [0, 1], new Map([['a', [1, 4]], ['b', [1, 4]]])) ?? '',
+      requestOutsideProfiles(
+        f,
+        [0, 1],
+        new Map([
+          ['a', [1, 4]],
+          ['b', [1, 4]],
+        ]),
+      ) ?? '',
       /fit no single optimization profile of this instance together/,
     );
   });

@@ -55,7 +55,9 @@ export function outputsOf(facts: PlanFacts): PlanTensor[] {
 /** Triton's profile names are decimal indices into the plan's optimization profiles. */
 export function profileIndex(name: string, facts: PlanFacts, where: string): number {
   if (!/^\d+$/.test(name.trim())) {
-    throw new InvalidArgError(`${where}: profile '${name}' is not a profile index (expected 0..${facts.profiles.length - 1})`);
+    throw new InvalidArgError(
+      `${where}: profile '${name}' is not a profile index (expected 0..${facts.profiles.length - 1})`,
+    );
   }
   const idx = Number(name);
   if (idx >= facts.profiles.length) {
@@ -87,10 +89,14 @@ export function maxBatchOfProfiles(facts: PlanFacts, profiles: readonly number[]
 export function checkServable(facts: PlanFacts, model: string): void {
   for (const t of facts.io) {
     if (t.shape_tensor) {
-      throw new UnsupportedError(`model '${model}': tensor '${t.name}' is a shape tensor; Nereid's TensorRT backend does not serve shape tensors yet`);
+      throw new UnsupportedError(
+        `model '${model}': tensor '${t.name}' is a shape tensor; Nereid's TensorRT backend does not serve shape tensors yet`,
+      );
     }
     if (t.datatype === null) {
-      throw new UnsupportedError(`model '${model}': tensor '${t.name}' is TensorRT ${t.trt_dtype}, which has no Triton datatype`);
+      throw new UnsupportedError(
+        `model '${model}': tensor '${t.name}' is TensorRT ${t.trt_dtype}, which has no Triton datatype`,
+      );
     }
   }
 }

@@ -37,13 +37,19 @@ describe('TensorRT backend config (--backend-config=tensorrt,...)', () => {
   });
 
   it('BAD CONFIG - each bad value names the key and what it takes', () => {
-    assert.throws(() => backendOptions({ 'coalesce-request-input': 'yes please' }), /coalesce-request-input=yes please: expected true or false/);
+    assert.throws(
+      () => backendOptions({ 'coalesce-request-input': 'yes please' }),
+      /coalesce-request-input=yes please: expected true or false/,
+    );
     assert.throws(() => backendOptions({ plugins: 'libfoo.so' }), /'libfoo.so' is not an absolute path/);
     assert.throws(() => backendOptions({ plugins: ' ; ' }), /names no library/);
     assert.throws(() => backendOptions({ 'execution-policy': 'device_blocking' }), /expected DEVICE_BLOCKING/);
     assert.throws(() => backendOptions({ 'start-timeout-seconds': '0' }), /expected seconds > 0/);
     assert.throws(() => backendOptions({ 'shm-growth-byte-size': '10' }), /expected an integer >= 4096/);
-    assert.throws(() => backendOptions({ 'version_compatible': 'true' }), /unknown key; the tensorrt backend knows coalesce-request-input/);
+    assert.throws(
+      () => backendOptions({ version_compatible: 'true' }),
+      /unknown key; the tensorrt backend knows coalesce-request-input/,
+    );
   });
 });
 
@@ -94,7 +100,8 @@ optimization { cuda { graphs: true busy_wait_events: true output_copy_stream: tr
 
   it('BAD CONFIG - an unknown strategy, a graph batch beyond max_batch_size, graph_lower_bound, accelerators', () => {
     assert.throws(
-      () => modelOptions(cfg('parameters { key: "execution_context_allocation_strategy" value { string_value: "LAZY" } }')),
+      () =>
+        modelOptions(cfg('parameters { key: "execution_context_allocation_strategy" value { string_value: "LAZY" } }')),
       /execution_context_allocation_strategy is 'LAZY'; expected STATIC .* or ON_PROFILE_CHANGE/,
     );
     assert.throws(
@@ -102,11 +109,19 @@ optimization { cuda { graphs: true busy_wait_events: true output_copy_stream: tr
       /graph_spec\[0\]: batch_size 8 must be between 1 and max_batch_size 4/,
     );
     assert.throws(
-      () => modelOptions(cfg('max_batch_size: 4\noptimization { cuda { graphs: true graph_spec { batch_size: 2 graph_lower_bound { batch_size: 1 } } } }')),
+      () =>
+        modelOptions(
+          cfg(
+            'max_batch_size: 4\noptimization { cuda { graphs: true graph_spec { batch_size: 2 graph_lower_bound { batch_size: 1 } } } }',
+          ),
+        ),
       /graph_lower_bound is not supported/,
     );
     assert.throws(
-      () => modelOptions(cfg('optimization { execution_accelerators { gpu_execution_accelerator [{ name: "tensorrt" }] } }')),
+      () =>
+        modelOptions(
+          cfg('optimization { execution_accelerators { gpu_execution_accelerator [{ name: "tensorrt" }] } }'),
+        ),
       /execution_accelerators do not apply to a TensorRT plan/,
     );
   });

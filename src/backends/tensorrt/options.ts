@@ -214,16 +214,15 @@ export function modelOptions(config: ModelConfig): TensorRTModelOptions {
     );
   }
   const accel = opt.execution_accelerators;
-  if (
-    (accel?.gpu_execution_accelerator?.length ?? 0) > 0 ||
-    (accel?.cpu_execution_accelerator?.length ?? 0) > 0
-  ) {
+  if ((accel?.gpu_execution_accelerator?.length ?? 0) > 0 || (accel?.cpu_execution_accelerator?.length ?? 0) > 0) {
     throw new InvalidArgError(
       `${where}: optimization.execution_accelerators do not apply to a TensorRT plan (it is already a TensorRT engine); remove them`,
     );
   }
   if (opt.priority !== undefined && opt.priority !== 'PRIORITY_DEFAULT') {
-    notes.push(`optimization.priority ${String(opt.priority)} has no effect: CUDA streams are created with the default priority`);
+    notes.push(
+      `optimization.priority ${String(opt.priority)} has no effect: CUDA streams are created with the default priority`,
+    );
   }
   return Object.freeze({
     allocation,
