@@ -61,10 +61,9 @@ try {
 const backend = tensorrtBackend();
 const dir = dirname(dirname(plan));
 const name = basename(dir);
-const config = await backend.autoComplete(
-  { name, backend: 'tensorrt' },
-  { modelPath: plan, backendConfig: {}, autoComplete: true, logger: noopLogger },
-);
+// Built apart from the call: the context gains `modelName` on main's contract; a variable passes on both.
+const acx = { modelName: name, modelPath: plan, backendConfig: {}, autoComplete: true, logger: noopLogger };
+const config = await backend.autoComplete({ name, backend: 'tensorrt' }, acx);
 const handle = await backend.load({
   name,
   version: 1,

@@ -28,10 +28,8 @@ const logger = createLogger({
 });
 const backend = tensorrtBackend();
 try {
-  const completed = await backend.autoComplete(
-    { ...config, name },
-    { modelPath, backendConfig, autoComplete: true, logger },
-  );
+  const acx = { modelName: name, modelPath, backendConfig, autoComplete: true, logger };
+  const completed = await backend.autoComplete({ ...config, name }, acx);
   process.stdout.write(`auto-completed config of '${name}':\n${printModelConfig(completed)}\n`);
   const handle = await backend.load({
     name,

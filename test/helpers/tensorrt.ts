@@ -172,12 +172,15 @@ export async function loadTrt(
 ): Promise<LoadedTrt> {
   const backend = doubleBackend(opts.env);
   const logger = opts.logger ?? noopLogger;
-  const completed = await backend.autoComplete(cfg, {
+  // Built apart from the call: the context gains `modelName` on main's contract; a variable passes on both.
+  const acx = {
+    modelName: cfg.name ?? 'm',
     modelPath: planPath,
     backendConfig: opts.backendConfig ?? {},
     autoComplete: opts.autoComplete ?? true,
     logger,
-  });
+  };
+  const completed = await backend.autoComplete(cfg, acx);
   const handle = await backend.load({
     name: completed.name ?? 'm',
     version: 1,

@@ -427,13 +427,15 @@ describe('tensorrt backend: what cannot load says why', () => {
     cleanup.push(() => removeModel(root));
     const { tensorrtBackend } = await import('./backend.js');
     const b = tensorrtBackend();
+    const acx = {
+      modelName: 'm',
+      modelPath: planPath,
+      backendConfig: {},
+      autoComplete: true,
+      logger: (await import('../../core/logger.js')).noopLogger,
+    };
     await assert.rejects(
-      b.autoComplete(config('name: "m"\nbackend: "tensorrt"'), {
-        modelPath: planPath,
-        backendConfig: {},
-        autoComplete: true,
-        logger: (await import('../../core/logger.js')).noopLogger,
-      }),
+      b.autoComplete(config('name: "m"\nbackend: "tensorrt"'), acx),
       /TensorRT's Python package is not importable by .*: run 'nereid tensorrt setup'/,
     );
     void dir;

@@ -100,7 +100,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
 
     /** Triton's tensorrt auto-complete from the plan (read on the first instance group's first GPU). */
     async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
-      const name = config.name ?? '';
+      const name = (ctx as { modelName?: string }).modelName ?? config.name ?? '';
       requireGpuKinds(config, name);
       const o = backendOptions(ctx.backendConfig);
       const device = config.instance_group?.[0]?.gpus?.[0] ?? 0;
