@@ -218,8 +218,9 @@ describe('tensorrt backend: execution', () => {
     const [ea, eb] = await Promise.all([a.died, b.died]);
     assert.match(ea.message, /instance m_0 \(tensorrt process \d+\) exited with signal SIGKILL/);
     assert.match(eb.message, /instance m_1/);
-    const c = await instance(m);
+    const [c, d] = await Promise.all([instance(m), instance(m)]);
     assert.notEqual(c.pid, a.pid, 'a new instance gets a new process');
+    assert.equal(c.pid, d.pid, 'instances restarted together share the new process');
   });
 });
 

@@ -136,11 +136,11 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
       const check = responseChecker(ctx.config, name);
 
       const hostFor = async (device: number, sig?: AbortSignal): Promise<ChildProcessHost> => {
-        const existing = hosts.get(device);
-        if (existing !== undefined) {
+        // One process per GPU: instances restarted together after a crash must all land in the same new one.
+        for (let existing = hosts.get(device); existing !== undefined; existing = hosts.get(device)) {
           const h = await existing.catch(() => undefined);
           if (h !== undefined && h.alive) return h;
-          hosts.delete(device);
+          if (hosts.get(device) === existing) hosts.delete(device);
         }
         const started = ChildProcessHost.start(
           {

@@ -76,6 +76,13 @@ def run(spec: dict) -> dict:
     onnx_path = spec["onnx"]
     if not os.path.isfile(onnx_path):
         raise ConvertError(f"ONNX model '{onnx_path}' does not exist", "NOT_FOUND")
+    device = int(spec.get("device", 0))
+    try:
+        from . import gpu
+
+        gpu.set_device(device)
+    except Exception as e:  # noqa: BLE001
+        raise ConvertError(f"no CUDA GPU is usable to build on: {e}", "UNAVAILABLE") from None
     precision = spec.get("precision", "fp32")
     flags = 0
     strongly_typed = hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED")
@@ -84,6 +91,14 @@ def run(spec: dict) -> dict:
     if precision != "fp32" and not use_builder_flag:
         from . import precision as prec
 
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            raise ConvertError(
+                f"--{precision} on TensorRT {trt.__version__} converts the ONNX model first, which needs the onnx package: "
+                f"pip install onnx into {sys.executable}",
+                "UNAVAILABLE",
+            ) from None
         tmp = tempfile.NamedTemporaryFile(suffix=f".{precision}.onnx", delete=False)
         tmp.close()
         _say(f"TensorRT {trt.__version__} has no {precision.upper()} builder flag: converting the ONNX model's weights and activations to {precision.upper()} (inputs and outputs stay as they are)")
@@ -126,13 +141,6 @@ def run(spec: dict) -> dict:
 
         calibrator = _CacheCalibrator()
 
-    device = int(spec.get("device", 0))
-    try:
-        from . import gpu
-
-        gpu.set_device(device)
-    except Exception as e:  # noqa: BLE001
-        raise ConvertError(f"no CUDA GPU is usable to build on: {e}", "UNAVAILABLE") from None
     logger.take()
     try:
         builder = trt.Builder(logger)
@@ -242,6 +250,11 @@ def main() -> None:
         answer = run(json.loads(args.spec))
     except ConvertError as e:
         answer = {"error": {"c": e.code, "m": str(e)}}
+    except Exception as e:  # noqa: BLE001 - whatever went wrong, the command gets an answer it can print
+        import traceback
+
+        traceback.print_exc()
+        answer = {"error": {"c": "INTERNAL", "m": f"the builder failed: {type(e).__name__}: {e}"}}
     out.write(json.dumps(answer) + "\n")
     out.flush()
     os._exit(0)
