@@ -24,7 +24,7 @@ if [ ! -f "$WORK/tensorrt-libs.tar.xz" ]; then
   for f in libnvinfer.so.11 libnvinfer_plugin.so.11 libnvinfer_vc_plugin.so.11; do python3 "$STRIP" "$WORK/jar/$f" "$WORK/libs/$f" 90 | tail -1; done
   cp "$WORK/jar/libnvonnxparser.so.11" "$WORK/libs/"
   python3 "$STRIP" "$WORK/lean/libnvinfer_lean.so.11" "$WORK/libs/libnvinfer_lean.so.11" 90 | tail -1
-  (cd "$WORK/libs" && tar cf - libnvinfer.so.11 libnvinfer_plugin.so.11 libnvonnxparser.so.11 libnvinfer_vc_plugin.so.11 libnvinfer_lean.so.11 | xz -T0 -9 > ../tensorrt-libs.tar.xz)
+  (cd "$WORK/libs" && tar cf - libnvinfer.so.11 libnvinfer_plugin.so.11 libnvonnxparser.so.11 libnvinfer_vc_plugin.so.11 libnvinfer_lean.so.11 | xz -T0 -6 > ../tensorrt-libs.tar.xz)
 fi
 rm -f .trt-carry/tensorrt-libs.tar.xz.part-*
 split -b 58M -d "$WORK/tensorrt-libs.tar.xz" .trt-carry/tensorrt-libs.tar.xz.part-

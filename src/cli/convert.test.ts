@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { parseModelConfigOrThrow } from '../config/index.js';
-import { DOUBLE, MAGIC, loadTrt } from '../../test/helpers/tensorrt.js';
+import { DOUBLE, MAGIC, PYTHON, loadTrt } from '../../test/helpers/tensorrt.js';
 import { ROOT } from '../backends/python/interpreter.js';
 import { parseConvertArgs, parseShapes, runConvert } from './convert.js';
 
@@ -129,7 +129,7 @@ describe('nereid convert: building (TensorRT test double)', () => {
     const { execFileSync } = await import('node:child_process');
     const fp16 = join(work, 'encoder.fp16.onnx');
     execFileSync(
-      join(ROOT, '.venv/bin/python'),
+      PYTHON,
       [
         '-c',
         `from nereid_python.engines.tensorrt import precision; precision.convert(${JSON.stringify(ENCODER)}, ${JSON.stringify(fp16)}, "fp16")`,

@@ -3,15 +3,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, beforeEach, describe, it } from 'node:test';
-import { ROOT } from '../backends/python/interpreter.js';
-import { DOUBLE, MAGIC, addSubPlan } from '../../test/helpers/tensorrt.js';
+import { DOUBLE, MAGIC, PYTHON, addSubPlan } from '../../test/helpers/tensorrt.js';
 import { runTensorRTCommand } from './tensorrt-setup.js';
 
 // `nereid tensorrt setup/check` with the TEST DOUBLE of TensorRT standing in for an installed TensorRT (on
 // PYTHONPATH). Installing NVIDIA's wheels or the Maven Central fallback needs the network and is exercised by
 // scripts/gpu/tensorrt-on-device.sh (offline, from carried files).
 
-const python = join(ROOT, '.venv/bin/python');
+const python = PYTHON;
 const home = mkdtempSync(join(tmpdir(), 'nereid-trt-home-'));
 after(() => rmSync(home, { recursive: true, force: true }));
 const saved = { ...process.env };

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +25,9 @@ import { tensorrtBackend } from '../../src/backends/tensorrt/index.js';
  */
 
 export const DOUBLE = fileURLToPath(new URL('../fixtures/tensorrt/double/', import.meta.url));
+const VENV_PYTHON = fileURLToPath(new URL('../../.venv/bin/python', import.meta.url));
+/** The interpreter the backend picks without a setup record: the repository .venv, else python3. */
+export const PYTHON = existsSync(VENV_PYTHON) ? VENV_PYTHON : 'python3';
 export const MAGIC = 'NEREID-FAKE-TRT-PLAN\n';
 
 export interface FakeTensor {

@@ -1,15 +1,16 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ROOT } from '../python/interpreter.js';
+import { PYTHON } from '../../../test/helpers/tensorrt.js';
 
 // The TEST DOUBLE of TensorRT and CUDA (test/fixtures/tensorrt/double) must offer nothing the real APIs lack:
 // compared with fixtures dumped from the real TensorRT 11.2 bindings and cuda-bindings
 // (scripts/tensorrt/dump_api.py; on the H200, scripts/gpu/tensorrt-on-device.sh dumps them again and diffs).
 
-const python = existsSync(join(ROOT, '.venv/bin/python')) ? join(ROOT, '.venv/bin/python') : 'python3';
+const python = PYTHON;
 const fixtures = join(ROOT, 'test/fixtures/tensorrt');
 const env = { ...process.env, PYTHONPATH: join(fixtures, 'double') };
 
