@@ -23,7 +23,8 @@ H=/tmp/nereid-trt-home
 LEAN=/tmp/nereid-trt-lean
 mkdir -p "$OUT"
 if [ -f .device/setup.sh ]; then source .device/setup.sh; else export PATH=/tmp/device-node:$PATH; [ -e node_modules ] || ln -s /tmp/device-nm/node_modules node_modules; fi
-PY=$(command -v python3)
+PY=${PY:-$(command -v python3)}
+PYTAG=cp$("$PY" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
 nereid() { node --import tsx src/cli/main.ts "$@"; }
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -44,7 +45,7 @@ ln -sf "$H/carried/libnvinfer_lean.so.11" "$LEAN/lib/libnvinfer_lean.so.11"
 step "1. nereid tensorrt setup (offline fallback: the carried libraries + PyPI bindings wheel)"
 W="$CARRY/wheels"
 NEREID_TENSORRT_HOME=$H nereid tensorrt setup --python "$PY" --home "$H" --fallback-only --jar "$H/jar-libs" \
-  --wheel "$W"/tensorrt_cu13_bindings-11.2.1.2-cp312-*.whl --wheel "$W"/cuda_bindings-*-cp312-*.whl --wheel "$W"/cuda_pathfinder-*.whl
+  --wheel "$W"/tensorrt_cu13_bindings-11.2.1.2-${PYTAG}-*.whl --wheel "$W"/cuda_bindings-*-${PYTAG}-*.whl --wheel "$W"/cuda_pathfinder-*.whl
 echo "setup exit: $?"
 export NEREID_TENSORRT_HOME=$H
 cat "$H/env.json"
@@ -92,7 +93,7 @@ echo "convert exit: $?"
 
 step "5. version-compatible through the lean runtime (a set-up with only tensorrt_lean)"
 mkdir -p "$LEAN/site" "$LEAN/shim/tensorrt_lean"
-"$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$LEAN/site" "$W"/tensorrt_lean_cu13_bindings-*-cp312-*.whl "$W"/cuda_bindings-*-cp312-*.whl "$W"/cuda_pathfinder-*.whl
+"$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$LEAN/site" "$W"/tensorrt_lean_cu13_bindings-*-${PYTAG}-*.whl "$W"/cuda_bindings-*-${PYTAG}-*.whl "$W"/cuda_pathfinder-*.whl
 printf 'from tensorrt_lean_bindings import *  # noqa\nfrom tensorrt_lean_bindings import __version__  # noqa\n' > "$LEAN/shim/tensorrt_lean/__init__.py"
 printf '{"python": "%s", "ld_library_path": ["%s"], "python_path": ["%s", "%s"], "source": "lean only (device test)"}\n' "$PY" "$LEAN/lib" "$LEAN/shim" "$LEAN/site" > "$LEAN/env.json"
 head -c 1048576 /dev/urandom > "$R/model_2/1/model.plan"
