@@ -4,7 +4,7 @@ import type { Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
 import { fromWireError, type ChildProcessHost, type HostedInstance } from './child.js';
 import type { FromChild, WireRequest, WireResponse } from './protocol.js';
-import { readTensorGroups, writeTensorGroups } from './wire.js';
+import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName } from './wire.js';
 
 /**
  * The host side of one instance living in a child process: `execute` writes the batch's inputs into one
@@ -33,6 +33,8 @@ export interface ProcessInstanceOptions {
   check?: (request: EngineRequest, response: EngineResponse) => EngineResponse;
   /** Close the process when this instance is destroyed (it hosts only this one). */
   ownsProcess: boolean;
+  /** 'name': inputs of one name lie back to back across the batch's requests (see writeTensorGroupsByName). */
+  inputLayout?: 'request' | 'name';
   /** Bound with the instance (and model) by the caller; records here add no such keys again. */
   logger: Logger;
 }
@@ -132,7 +134,8 @@ export class ProcessInstance implements Instance, HostedInstance {
     let blk: [number, number, number] | null;
     let descs;
     try {
-      ({ blk, descs } = writeTensorGroups(
+      const write = this.#opts.inputLayout === 'name' ? writeTensorGroupsByName : writeTensorGroups;
+      ({ blk, descs } = write(
         this.#host.arena,
         requests.map((r) => r.inputs),
       ));

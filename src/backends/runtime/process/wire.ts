@@ -56,6 +56,49 @@ export function writeTensorGroups(
 }
 
 /**
+ * Like `writeTensorGroups`, but name-major: the tensors of one input name, request after request, back to back
+ * with no padding between them (each name's run starts 64-byte aligned). An engine that copies a batch's input
+ * to a device buffer can then move each name in one copy (TensorRT's `coalesce-request-input`). Every request
+ * must give the same names; a request that differs falls back to the request-major layout.
+ */
+export function writeTensorGroupsByName(
+  arena: HostArena,
+  groups: readonly (readonly Tensor[])[],
+): { blk: [number, number, number] | null; descs: TensorDesc[][] } {
+  const names = (groups[0] ?? []).map((t) => t.name);
+  const same = groups.every((g) => g.length === names.length && g.every((t, i) => t.name === names[i]));
+  if (!same || groups.length < 2) return writeTensorGroups(arena, groups);
+  const sizes = groups.map((g) => g.map(byteSize));
+  let total = 0;
+  for (let ti = 0; ti < names.length; ti++) {
+    let run = 0;
+    for (const s of sizes) run += s[ti];
+    total += alignUp(run);
+  }
+  const descs: TensorDesc[][] = groups.map(() => []);
+  if (total === 0) {
+    groups.forEach((g, gi) => g.forEach((t) => descs[gi].push([t.name, t.datatype, t.shape, 0, 0])));
+    return { blk: null, descs };
+  }
+  const block = arena.alloc(total);
+  let rel = 0;
+  for (let ti = 0; ti < names.length; ti++) {
+    for (let gi = 0; gi < groups.length; gi++) {
+      const t = groups[gi][ti];
+      const n = sizes[gi][ti];
+      if (n > 0) {
+        if (Array.isArray(t.data)) encodeBytes(t.data as BytesData, block.bytes, rel);
+        else block.bytes.set(fixedBytes(t.data as FixedTypedArray), rel);
+      }
+      descs[gi].push([t.name, t.datatype, t.shape, n > 0 ? rel : 0, n]);
+      rel += n;
+    }
+    rel = alignUp(rel);
+  }
+  return { blk: [block.seg, block.off, block.size], descs };
+}
+
+/**
  * Copies the tensors a child message names out of its block. `descGroups` are the tensor lists of each response
  * in the message; returns one tensor list per group. Throws INTERNAL naming `who` for a malformed descriptor.
  */
