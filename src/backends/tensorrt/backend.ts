@@ -212,7 +212,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
         async unload(): Promise<void> {
           const all = await Promise.all([...hosts.values()].map((p) => p.catch(() => undefined)));
           hosts.clear();
-          await Promise.all(all.map((h) => h?.close(30_000)));
+          await Promise.all(all.map((h) => h?.close(30_000) ?? Promise.resolve()));
         },
       };
     },
