@@ -282,7 +282,7 @@ describe('planSession', () => {
     });
   }
 
-  it('OpenVINO applies to every instance with device_type CPU; GPU accelerators warn on a CPU-only model', () => {
+  it('OpenVINO applies to every instance with device_type CPU; a GPU accelerator on a CPU instance is a load error', () => {
     const p = planSession({
       instance_group: [{ kind: 'KIND_CPU' }],
       optimization: {
@@ -292,7 +292,20 @@ describe('planSession', () => {
         },
       },
     });
-    assert.deepEqual(providersFor(p, CPU), [
+    assert.deepEqual(
+      providersFor(p, GPU0).map((x) => x.name),
+      ['cuda', 'openvino'],
+    );
+    // Never a silent CPU fall-back: the config asked for a GPU accelerator.
+    assert.throws(() => providersFor(p, CPU), /is KIND_CPU, but .*gpu_execution_accelerator asks for cuda/);
+    const cpuOnly = planSession({
+      optimization: {
+        execution_accelerators: {
+          cpu_execution_accelerator: [{ name: 'openvino', parameters: { num_of_threads: '2' } }],
+        },
+      },
+    });
+    assert.deepEqual(providersFor(cpuOnly, CPU), [
       {
         name: 'openvino',
         options: [
@@ -301,11 +314,6 @@ describe('planSession', () => {
         ],
       },
     ]);
-    assert.deepEqual(
-      providersFor(p, GPU0).map((x) => x.name),
-      ['cuda', 'openvino'],
-    );
-    assert.match(p.warnings.join('\n'), /KIND_GPU instances only/);
   });
 
   it('BAD CONFIG - a GPU arena shrinkage on a KIND_CPU instance, KIND_MODEL, and a KIND_GPU without a device', () => {
