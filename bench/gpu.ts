@@ -31,6 +31,7 @@ const SEQ = 128;
 const CONCURRENCY = [1, 8, 64];
 const MS = Number(process.env.NEREID_BENCH_MS ?? 3000);
 const WARMUP_MS = Math.min(1500, MS / 2);
+const BASELINE_MS = process.env.NEREID_BENCH_BASELINE_MS ?? '1000';
 const BASELINE_BATCHES = [1, 8, 32, 64];
 const MODELS_DIR = process.env.NEREID_BENCH_MODELS ?? join(ROOT, '.device/models');
 const MAIN = process.env.NEREID_MAIN ?? join(ROOT, 'dist/cli/nereid.cjs');
@@ -56,6 +57,8 @@ interface GpuModel {
   queueDelayUs: number;
   /** Key of the baseline rows this model is compared with (several configs share a file). */
   baseline: string;
+  /** Config parameters (string values). */
+  parameters?: Record<string, string>;
 }
 
 interface Row {
@@ -125,6 +128,8 @@ function models(): GpuModel[] {
     bert('fp32', 2),
     bert('fp16', 1),
     bert('fp16', 2),
+    // The CPU side of a GPU session: no intra-op pool at all (Triton-legal), against the default pool above.
+    { ...bert('fp16', 1), name: 'bert_fp16_t1', parameters: { intra_op_thread_count: '1' } },
   ];
   return all.filter((m) => !DRY || existsSync(m.file));
 }
@@ -139,6 +144,7 @@ function config(m: GpuModel): string {
     `output [ { name: "output" data_type: TYPE_${m.datatype} dims: [ -1, ${m.hidden} ] } ]`,
     `instance_group [ { kind: ${KIND} count: ${m.count}${DRY ? '' : ' gpus: [ 0 ]'} } ]`,
     `dynamic_batching { max_queue_delay_microseconds: ${m.queueDelayUs} }`,
+    ...Object.entries(m.parameters ?? {}).map(([k, v]) => `parameters { key: "${k}" value: { string_value: "${v}" } }`),
     '',
   ].join('\n');
 }
@@ -243,12 +249,22 @@ async function baselines(): Promise<void> {
     seen.add(m.baseline);
     progress(`baseline: onnxruntime-gpu Python, I/O binding, ${m.baseline}`);
     await python(
-      ['ort', '--model', m.file, '--batches', BASELINE_BATCHES.join(','), '--ms', '1000', '--vocab', String(m.vocab)],
+      [
+        'ort',
+        '--model',
+        m.file,
+        '--batches',
+        BASELINE_BATCHES.join(','),
+        '--ms',
+        BASELINE_MS,
+        '--vocab',
+        String(m.vocab),
+      ],
       m.baseline,
     );
   }
   progress('baseline: PyTorch fp16 with a CUDA graph, BERT-base');
-  await python(['torch', '--batches', BASELINE_BATCHES.join(','), '--ms', '1000'], 'bert (torch)');
+  await python(['torch', '--batches', BASELINE_BATCHES.join(','), '--ms', BASELINE_MS], 'bert (torch)');
 }
 
 async function python(args: string[], model: string): Promise<void> {

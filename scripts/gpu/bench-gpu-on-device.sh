@@ -11,6 +11,9 @@
 #           unpacks Node and node_modules, places the providers beside libonnxruntime.so.1, runs the benchmark
 #           (node .device/gpu.mjs: baselines, then Nereid) and writes $OUT/gpubench-output.txt, gpu.md, gpu.json
 #   (a later call with only dist and the bundles: `run` again, as long as the machine stayed warm)
+# The device tool sends the checkout the session started in: when that is another checkout, copy this repository's
+# files the calls need, and the two folders, into an ignored folder of it, run from the copy and pass the folders
+# as GB_A=… / GB_B=… (relative to the copy). NEREID_BENCH_MS / NEREID_BENCH_BASELINE_MS shorten the points.
 set -uo pipefail
 mode=${1:?usage: bench-gpu-on-device.sh stage|run}
 T=/tmp/gb
@@ -24,7 +27,7 @@ export PYTHONPATH="$T/py"
 export NEREID_BENCH_MODELS="$T/models"
 
 if [ "$mode" = stage ]; then
-  D=.device/gb-a
+  D=${GB_A:-.device/gb-a}
   t0=$(date +%s)
   xz -T0 -dc "$D/cuda90.so.xz" > "$T/libonnxruntime_providers_cuda.so" || exit 2
   rm -rf "$T/py" && mkdir -p "$T/py" && xz -T0 -dc "$D/pyort.tar.xz" | tar xf - -C "$T/py" || exit 2
@@ -47,7 +50,7 @@ fi
 
 [ "$mode" = run ] || { echo "unknown mode $mode"; exit 2; }
 [ -f "$T/libonnxruntime_providers_cuda.so" ] || { echo "stage first (call 1 did not run on this machine, or it was released)"; exit 3; }
-D=.device/gb-b
+D=${GB_B:-.device/gb-b}
 if [ -f "$D/node.xz" ]; then
   xz -T0 -dc "$D/node.xz" > "$T/node" && chmod +x "$T/node"
   rm -rf "$T/nm" && mkdir -p "$T/nm"
