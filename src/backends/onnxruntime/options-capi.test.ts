@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { describe, it } from 'node:test';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { gpuSessionConfig } from './capi/session-options.js';
 import { GRAPH_LEVEL, planSession, providersFor } from './options-capi.js';
 
 /** The mapping of Triton's onnxruntime options onto C API calls (pure); engine-observe.test.ts shows the effects. */
@@ -322,5 +323,22 @@ describe('planSession', () => {
     assert.doesNotThrow(() => providersFor(p, GPU0));
     assert.throws(() => providersFor(planSession({}), { ...CPU, kind: 'KIND_MODEL' }), /KIND_MODEL/);
     assert.throws(() => providersFor(planSession({}), { ...GPU0, device: -1 }), /needs a GPU id/);
+  });
+});
+
+describe('gpuSessionConfig', () => {
+  it("stops a GPU instance's own thread pools from spinning, unless the plan says otherwise or the pool is global", () => {
+    const plan = planSession({});
+    const cuda = providersFor(plan, GPU0);
+    const off: Array<[string, string]> = [
+      ['session.intra_op.allow_spinning', '0'],
+      ['session.inter_op.allow_spinning', '0'],
+    ];
+    assert.deepEqual(gpuSessionConfig(cuda, [], false), off);
+    assert.deepEqual(gpuSessionConfig(providersFor(plan, CPU), [], false), []);
+    assert.deepEqual(gpuSessionConfig(cuda, [], true), []);
+    assert.deepEqual(gpuSessionConfig(cuda, [['session.intra_op.allow_spinning', '1']], false), [off[1]]);
+    const trt = providersFor(planSession(gpu([{ name: 'tensorrt' }])), GPU0);
+    assert.deepEqual(gpuSessionConfig(trt, [], false), off);
   });
 });
