@@ -33,6 +33,8 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
+import { PathRedactor } from './redact.js';
+import { sweepStaleOverrideDirs } from '../repository/overrides.js';
 
 import { NEREID_VERSION } from '../core/version.js';
 
@@ -68,6 +70,8 @@ export class InferenceServer implements InferenceServerApi {
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
   readonly #tracer: Tracer;
+  /** Rewrites server paths in load errors and model reasons relative to their repository. */
+  readonly #paths: PathRedactor;
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
   #observer: InferenceObserver = noopObserver;
@@ -86,6 +90,7 @@ export class InferenceServer implements InferenceServerApi {
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
+    this.#paths = new PathRedactor(opts.repositories);
     if (this.#mode === 'poll') {
       const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
       this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
@@ -116,6 +121,9 @@ export class InferenceServer implements InferenceServerApi {
    */
   static async create(opts: InferenceServerOptions): Promise<InferenceServer> {
     const logger = opts.logger ?? noopLogger;
+    // Override folders of load requests left by a server that was killed: nothing else would remove them.
+    const swept = await sweepStaleOverrideDirs();
+    if (swept.length > 0) logger.info({ swept }, `removed ${swept.length} override folders left by stopped servers`);
     const repo = new ModelRepository({
       repositories: opts.repositories,
       registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
@@ -306,7 +314,9 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
-    return repositoryIndexRows(this.#repo, opts.ready ?? false);
+    return repositoryIndexRows(this.#repo, opts.ready ?? false).map((r) =>
+      r.reason === '' ? r : { ...r, reason: this.#paths.redact(r.reason) },
+    );
   }
 
   #checkControl(action: string): void {
@@ -321,13 +331,23 @@ export class InferenceServer implements InferenceServerApi {
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
     this.#checkControl('load');
-    const name = await loadByRequest(this.#repo, rawName, opts);
+    let name: string;
+    try {
+      name = await loadByRequest(this.#repo, rawName, opts);
+    } catch (err) {
+      throw this.#paths.redactError(err);
+    }
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
   async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName, opts.signal);
+    let name: string;
+    try {
+      name = await unloadByRequest(this.#repo, rawName, opts.signal);
+    } catch (err) {
+      throw this.#paths.redactError(err);
+    }
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
