@@ -8,6 +8,7 @@ import {
   type RunningGrpcServer,
 } from './protocol/grpc/index.js';
 import { startHttpServer } from './protocol/http/server.js';
+import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import { InferenceServer } from './server/server.js';
 import type { TraceOptions } from './server/trace.js';
@@ -29,6 +30,10 @@ export interface ServeOptions {
   httpMaxInputSize?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
+  /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
+  httpRestrictedApi?: readonly string[];
+  /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
+  grpcRestrictedProtocol?: readonly string[];
   /** `--backend-config`: per-backend settings, keyed by backend name. */
   backendConfig?: ReadonlyMap<string, Record<string, string>>;
   /** Triton's config auto-complete (default on; `--disable-auto-complete-config` turns it off). */
@@ -111,6 +116,16 @@ export interface RunningNereid {
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   checkServerOptions(opts);
   const D = SERVER_DEFAULTS;
+  // Parsed before any model loads, so a mistyped restriction fails start-up at once.
+  const httpRestrictions = parseRestrictions(opts.httpRestrictedApi ?? [], {
+    flag: 'http-restricted-api',
+    kind: 'api',
+  });
+  const grpcRestrictions = parseRestrictions(opts.grpcRestrictedProtocol ?? [], {
+    flag: 'grpc-restricted-protocol',
+    kind: 'protocol',
+    prefix: GRPC_RESTRICTED_HEADER_PREFIX,
+  });
   const backends = defaultBackends();
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
@@ -144,6 +159,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         keepalive: opts.grpcKeepalive,
         compressionLevel: opts.grpcCompressionLevel,
         tls: opts.grpcTls,
+        restrictions: grpcRestrictions,
         logger: opts.logger,
       });
       opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
@@ -167,6 +183,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
+        restrictions: httpRestrictions,
         logger: opts.logger,
       });
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);

@@ -28,9 +28,19 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  'http-restricted-api': {
+    kind: 'list',
+    help:
+      'Restrict HTTP APIs to requests with a header: <api>[,<api>...]:<key>=<value> (repeatable). APIs: health, ' +
+      'metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.',
+  },
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
+  'grpc-restricted-protocol': {
+    kind: 'list',
+    help: 'Restrict gRPC APIs to calls with the header triton-grpc-protocol-<key>: <api>[,<api>...]:<key>=<value>.',
+  },
   'metrics-port': { kind: 'int', help: 'Prometheus metrics port.', default: SERVER_DEFAULTS.metricsPort },
   'metrics-address': { kind: 'string', help: 'Metrics bind address.' },
   'allow-metrics': { kind: 'bool', help: 'Serve metrics.', default: true },

@@ -69,6 +69,8 @@ async function runServe(argv: string[]): Promise<number> {
     httpAddress: v['http-address'] as string,
     httpMaxInputSize: v['http-max-input-size'] as number,
     allowHttp: v['allow-http'] as boolean,
+    httpRestrictedApi: v['http-restricted-api'] as string[],
+    grpcRestrictedProtocol: v['grpc-restricted-protocol'] as string[],
     backendConfig: parseBackendConfig(v['backend-config'] as string[]),
     autoComplete: !(v['disable-auto-complete-config'] as boolean) && !(v['strict-model-config'] as boolean),
     strictReadiness: v['strict-readiness'] as boolean,

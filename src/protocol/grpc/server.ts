@@ -4,6 +4,8 @@ import type { InferenceServerApi } from '../../server/api.js';
 import { healthHandlers, serviceHandlers } from './handlers.js';
 import { modelInfer, modelStreamInfer } from './infer.js';
 import { loadServices } from './proto.js';
+import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
+import { restrictService } from './restrict.js';
 
 /** Triton's largest gRPC message (INT32_MAX); grpc-js would default to 4 MiB for what it receives. */
 export const GRPC_MAX_MESSAGE_SIZE = 2 ** 31 - 1;
@@ -53,6 +55,8 @@ export interface GrpcServerOptions {
    */
   compressionLevel?: 'none' | 'low' | 'medium' | 'high';
   tls?: GrpcTlsOptions;
+  /** `--grpc-restricted-protocol`, parsed with the `triton-grpc-protocol-` prefix (protocol/restricted.ts). */
+  restrictions?: Restrictions;
 }
 
 /** A started gRPC endpoint. */
@@ -108,12 +112,19 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   }
   const { Inference, Health } = loadServices();
   const server = new grpc.Server(channelOptions(opts));
-  server.addService(Inference.service, {
-    ...serviceHandlers(api, logger),
-    ModelInfer: modelInfer(api, logger),
-    ModelStreamInfer: modelStreamInfer(api, logger),
-  });
-  server.addService(Health.service, healthHandlers(api, logger));
+  const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
+  server.addService(
+    Inference.service,
+    restrictService(
+      {
+        ...serviceHandlers(api, logger),
+        ModelInfer: modelInfer(api, logger),
+        ModelStreamInfer: modelStreamInfer(api, logger),
+      },
+      restrictions,
+    ),
+  );
+  server.addService(Health.service, restrictService(healthHandlers(api, logger), restrictions));
   const host = opts.host ?? '0.0.0.0';
   const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${opts.port}` : `${host}:${opts.port}`;
   const port = await new Promise<number>((resolve, reject) =>

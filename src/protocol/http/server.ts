@@ -3,6 +3,7 @@ import { Server, type AddressInfo } from 'node:net';
 import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
+import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { CORE_HANDLERS } from './handlers.js';
 import { sendError } from './respond.js';
 import { buildRoutes, dispatch } from './routes.js';
@@ -28,6 +29,8 @@ export interface HttpServerOptions {
   port: number;
   /** Largest request body, after decompression, in bytes (default 64 MiB). */
   maxInputSize?: number;
+  /** `--http-restricted-api`, parsed (protocol/restricted.ts). */
+  restrictions?: Restrictions;
   logger?: Logger;
 }
 
@@ -49,6 +52,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     throw new InvalidArgError(`--http-port must be an integer in [0, 65535], got ${opts.port}`);
   }
   const routes = buildRoutes(CORE_HANDLERS);
+  const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
   let closing: Promise<void> | undefined;
 
   // Responses not yet finished. At shutdown each closes its connection once written; idle keep-alive connections
@@ -65,7 +69,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
       if (closing !== undefined) closeIdleWhenQuiet();
     });
     if (closing !== undefined) res.shouldKeepAlive = false;
-    dispatch(routes, { req, res, api, logger, maxInputSize })
+    dispatch(routes, { req, res, api, logger, maxInputSize, restrictions })
       .catch((err: unknown) => sendError(req, res, err, logger))
       .catch((err: unknown) => {
         // Even the error response failed (socket gone, compression failed): never leave the request hanging.
