@@ -7,7 +7,7 @@ import {
   type GrpcTlsOptions,
   type RunningGrpcServer,
 } from './protocol/grpc/index.js';
-import { startHttpServer } from './protocol/http/server.js';
+import { DEFAULT_MAX_INPUT_SIZE, startHttpServer } from './protocol/http/server.js';
 import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import { InferenceServer } from './server/server.js';
@@ -28,6 +28,19 @@ export interface ServeOptions {
   httpAddress?: string;
   /** `--http-max-input-size`: largest request body after decompression, in bytes. */
   httpMaxInputSize?: number;
+  /** `--max-response-bytes` (Nereid): largest inference response, HTTP body or gRPC message (default INT32_MAX). */
+  maxResponseBytes?: number;
+  /** `--http-max-connections` (Nereid): open HTTP connections at most (default 4096). */
+  httpMaxConnections?: number;
+  /** `--http-headers-timeout-secs` (Nereid): time for a request's headers to arrive (default 60). */
+  httpHeadersTimeoutSecs?: number;
+  /** `--http-request-timeout-secs` (Nereid): time for a whole request, body included, to arrive (default 300). */
+  httpRequestTimeoutSecs?: number;
+  /**
+   * During a shutdown, how long an idle HTTP keep-alive connection stays open for its client's next request (Triton
+   * serves open connections until its exit timeout). Default 5000 ms; 0 closes idle connections at once.
+   */
+  httpDrainIdleMs?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
   /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
@@ -63,6 +76,13 @@ export interface ServeOptions {
   grpcCompressionLevel?: 'none' | 'low' | 'medium' | 'high';
   /** `--grpc-use-ssl[-mutual]` with the PEM contents already read. */
   grpcTls?: GrpcTlsOptions;
+  /**
+   * `--grpc-max-input-size` (Nereid): largest gRPC message received, after decompression. Default: the HTTP limit
+   * (`--http-max-input-size`, 64 MiB), where Triton accepts up to 2 GiB.
+   */
+  grpcMaxInputSize?: number;
+  /** `--grpc-max-response-pool-size`: responses pending per ModelStreamInfer stream before it stops reading (256). */
+  grpcMaxResponsePoolSize?: number;
   /** Seconds in-flight work may take to finish at shutdown (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   /** `--allow-metrics` (default true). */
@@ -159,6 +179,9 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         keepalive: opts.grpcKeepalive,
         compressionLevel: opts.grpcCompressionLevel,
         tls: opts.grpcTls,
+        maxMessageSize: opts.grpcMaxInputSize ?? opts.httpMaxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
+        maxResponseBytes: opts.maxResponseBytes,
+        maxResponsePoolSize: opts.grpcMaxResponsePoolSize,
         restrictions: grpcRestrictions,
         logger: opts.logger,
       });
@@ -183,6 +206,10 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
+        maxResponseBytes: opts.maxResponseBytes,
+        maxConnections: opts.httpMaxConnections,
+        headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
+        requestTimeoutSecs: opts.httpRequestTimeoutSecs,
         restrictions: httpRestrictions,
         logger: opts.logger,
       });
@@ -209,8 +236,10 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       closing ??= (async () => {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
+        // Open HTTP connections keep being served until they close or the exit timeout (Triton); gRPC streams in
+        // flight get the same time.
         const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
-        await Promise.all([http?.close(), grpc?.close(graceMs)]);
+        await Promise.all([http?.close({ drainMs: graceMs, idleMs: opts.httpDrainIdleMs }), grpc?.close(graceMs)]);
         await metrics?.close();
         await server.close();
         await closeBackends();

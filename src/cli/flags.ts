@@ -28,6 +28,22 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  'max-response-bytes': {
+    kind: 'int',
+    help: "Nereid's own: largest inference response (HTTP body or gRPC message), bytes; refused with 400 before it is built.",
+    default: 2 ** 31 - 1,
+  },
+  'http-max-connections': { kind: 'int', help: "Nereid's own: open HTTP connections at most.", default: 4096 },
+  'http-headers-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds for a request's headers to arrive.",
+    default: 60,
+  },
+  'http-request-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds for a whole request, body included, to arrive (408 after).",
+    default: 300,
+  },
   'http-restricted-api': {
     kind: 'list',
     help:
@@ -37,6 +53,15 @@ export const FLAGS = {
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
+  'grpc-max-input-size': {
+    kind: 'int',
+    help: "Nereid's own: largest gRPC message received, bytes, after decompression (default: --http-max-input-size; Triton: 2 GiB).",
+  },
+  'grpc-max-response-pool-size': {
+    kind: 'int',
+    help: 'Responses pending per ModelStreamInfer stream before the server stops reading its requests (Triton: unbounded).',
+    default: 256,
+  },
   'grpc-restricted-protocol': {
     kind: 'list',
     help: 'Restrict gRPC APIs to calls with the header triton-grpc-protocol-<key>: <api>[,<api>...]:<key>=<value>.',

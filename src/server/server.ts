@@ -246,13 +246,16 @@ export class InferenceServer implements InferenceServerApi {
     return this.#inflight;
   }
 
-  /** First step of a graceful shutdown: readiness turns false and new requests are refused; in-flight ones go on. */
+  /**
+   * First step of a graceful shutdown: readiness turns false. Requests still arriving (on connections open before
+   * the shutdown, as Triton serves them until its exit timeout) are served until close() begins.
+   */
   beginShutdown(): void {
     this.#draining = true;
   }
 
   async infer(request: InferRequest, opts: InferOptions = {}): Promise<InferResponse> {
-    if (this.#draining || this.#closing) throw new UnavailableError('server is shutting down');
+    if (this.#closing) throw new UnavailableError('server is shutting down');
     this.#inflight++;
     try {
       return await this.#infer(request, opts);

@@ -5,6 +5,7 @@ import type { InferenceServerApi, LogSettings } from '../../server/api.js';
 import { callSignal } from './infer.js';
 import type { LogSettingMsg, RepositoryParameterMsg } from './messages.js';
 import { toStatus } from './status.js';
+import { checkJsonDepth } from '../kserve/json-depth.js';
 
 /* Handlers of every rpc except inference. Each is a thin mapping between proto messages and the facade,
  * which owns validation, metadata and errors; protocol-specific rules (Triton's) are noted where they apply. */
@@ -36,7 +37,10 @@ function refuseRepositoryName(req: Req): void {
   }
 }
 
-function loadOptions(params: Record<string, RepositoryParameterMsg>): {
+function loadOptions(
+  model: string,
+  params: Record<string, RepositoryParameterMsg>,
+): {
   config?: string;
   files: Map<string, Uint8Array>;
 } {
@@ -47,7 +51,8 @@ function loadOptions(params: Record<string, RepositoryParameterMsg>): {
       if (p.parameter_choice !== 'string_param') {
         throw new InvalidArgError("'config' must be a string_param holding the JSON config");
       }
-      config = p.string_param;
+      config = p.string_param as string;
+      checkJsonDepth(config, undefined, `failed to load '${model}', config`);
     } else if (key.startsWith('file:')) {
       if (p.parameter_choice !== 'bytes_param') throw new InvalidArgError(`'${key}' must be a bytes_param`);
       files.set(key.slice('file:'.length), p.bytes_param as Uint8Array);
@@ -117,7 +122,7 @@ export function serviceHandlers(
       const { signal, dispose } = callSignal(call);
       try {
         const params = (r.parameters ?? {}) as Record<string, RepositoryParameterMsg>;
-        await api.loadModel(str(r.model_name), { ...loadOptions(params), signal });
+        await api.loadModel(str(r.model_name), { ...loadOptions(str(r.model_name), params), signal });
       } finally {
         dispose();
       }

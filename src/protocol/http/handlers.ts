@@ -47,16 +47,16 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
 
   // Aborted when the client goes away: queued work is dropped, running work is discarded.
   const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket), resolved });
-  const encoded = encodeInferResponse(response, decoded.plan);
+  const encoded = await encodeInferResponse(response, decoded.plan, ctx.maxResponseBytes);
   if (encoded.headerLength === undefined) {
-    await send(req, res, 200, 'application/json', [encoded.header], {}, { compressible: true });
+    await send(req, res, 200, 'application/json', encoded.header, {}, { compressible: true });
   } else {
     await send(
       req,
       res,
       200,
       'application/octet-stream',
-      [encoded.header, ...encoded.blobs],
+      [...encoded.header, ...encoded.blobs],
       { 'Inference-Header-Content-Length': encoded.headerLength },
       { compressible: true },
     );

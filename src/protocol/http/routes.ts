@@ -12,6 +12,8 @@ export interface RouteContext {
   api: InferenceServerApi;
   logger: Logger;
   maxInputSize: number;
+  /** `--max-response-bytes`: largest inference response body. */
+  maxResponseBytes: number;
   /** `--http-restricted-api`: categories that demand a header. */
   restrictions: Restrictions;
   /** Decoded `{m}` capture, when the route has one. */
