@@ -65,6 +65,8 @@ export interface ServeOptions {
   repositoryPollSecs?: number;
   /** `--trace-config` settings. */
   trace?: TraceOptions;
+  /** `--allow-client-shm`: clients may register system shared-memory regions (default false, as Triton). */
+  allowClientShm?: boolean;
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
@@ -163,6 +165,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    allowClientShm: opts.allowClientShm,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;

@@ -164,7 +164,11 @@ export const FLAGS = {
   'grpc-http2-max-ping-strikes': { kind: 'int', help: 'Accepted; not enforced by grpc-js.', default: 2 },
   'grpc-max-connection-age': { kind: 'int', help: 'ms before a connection is closed (0 = never).' },
   'grpc-max-connection-age-grace': { kind: 'int', help: 'ms of grace after the maximum age.' },
-  'allow-client-shm': { kind: 'bool', help: 'Allow client shared memory.', default: false, later: 'shared memory' },
+  'allow-client-shm': {
+    kind: 'bool',
+    help: 'Let clients register system shared-memory regions for inputs and outputs (CUDA shared memory is not supported).',
+    default: false,
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;

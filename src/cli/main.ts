@@ -71,6 +71,7 @@ async function runServe(argv: string[]): Promise<number> {
     allowHttp: v['allow-http'] as boolean,
     httpRestrictedApi: v['http-restricted-api'] as string[],
     maxResponseBytes: v['max-response-bytes'] as number,
+    allowClientShm: v['allow-client-shm'] as boolean,
     httpMaxConnections: v['http-max-connections'] as number,
     httpHeadersTimeoutSecs: v['http-headers-timeout-secs'] as number,
     httpRequestTimeoutSecs: v['http-request-timeout-secs'] as number,

@@ -12,6 +12,7 @@ import { latestReady, type Model, type ModelVersion } from '../repository/model.
 import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
+  CudaSharedMemoryStatus,
   InferenceServerApi,
   InferOptions,
   LoadOptions,
@@ -21,6 +22,7 @@ import type {
   ModelStatistics,
   ResolvedModel,
   ServerMetadata,
+  SystemSharedMemoryStatus,
   TensorMetadata,
   TraceSettings,
 } from './api.js';
@@ -34,6 +36,9 @@ import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 import { PathRedactor } from './redact.js';
+import { bindSharedMemory, usesSharedMemory } from './shm/bind.js';
+import { CudaSharedMemory } from './shm/cuda.js';
+import { SystemSharedMemory } from './shm/regions.js';
 import { sweepStaleOverrideDirs } from '../repository/overrides.js';
 
 import { NEREID_VERSION } from '../core/version.js';
@@ -60,6 +65,8 @@ export interface InferenceServerOptions {
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */
   trace?: TraceOptions;
+  /** `--allow-client-shm`: clients may register shared-memory regions (default false, as Triton). */
+  allowClientShm?: boolean;
   logger?: Logger;
 }
 
@@ -72,6 +79,9 @@ export class InferenceServer implements InferenceServerApi {
   readonly #tracer: Tracer;
   /** Rewrites server paths in load errors and model reasons relative to their repository. */
   readonly #paths: PathRedactor;
+  /** Client shared-memory regions (registered by clients, read and written by their requests). */
+  readonly #shm: SystemSharedMemory;
+  readonly #cudaShm: CudaSharedMemory;
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
   #observer: InferenceObserver = noopObserver;
@@ -91,6 +101,8 @@ export class InferenceServer implements InferenceServerApi {
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#tracer = new Tracer(opts.trace);
     this.#paths = new PathRedactor(opts.repositories);
+    this.#shm = new SystemSharedMemory({ enabled: opts.allowClientShm ?? false });
+    this.#cudaShm = new CudaSharedMemory({ enabled: opts.allowClientShm ?? false, system: this.#shm });
     if (this.#mode === 'poll') {
       const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
       this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
@@ -258,7 +270,14 @@ export class InferenceServer implements InferenceServerApi {
     if (this.#closing) throw new UnavailableError('server is shutting down');
     this.#inflight++;
     try {
-      return await this.#infer(request, opts);
+      if (!usesSharedMemory(request)) return await this.#infer(request, opts);
+      // Inputs read from, outputs written to the client's regions; the regions stay open until this request is done.
+      const bound = await bindSharedMemory(this.#shm, request);
+      try {
+        return bound.finish(await this.#infer(bound.request, opts));
+      } finally {
+        bound.release();
+      }
     } finally {
       this.#inflight--;
     }
@@ -384,6 +403,34 @@ export class InferenceServer implements InferenceServerApi {
     return this.#tracer.update(model, update);
   }
 
+  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[] {
+    return this.#shm.status(name);
+  }
+
+  checkSystemSharedMemoryRegister(name: string): void {
+    this.#shm.checkRegister(name);
+  }
+
+  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void {
+    this.#shm.register(name, key, offset, byteSize);
+  }
+
+  unregisterSystemSharedMemory(name?: string): void {
+    this.#shm.unregister(name);
+  }
+
+  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[] {
+    return this.#cudaShm.status(name);
+  }
+
+  registerCudaSharedMemory(name: string): void {
+    this.#cudaShm.register(name);
+  }
+
+  unregisterCudaSharedMemory(): void {
+    this.#cudaShm.unregister();
+  }
+
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
   close(): Promise<void> {
     if (this.#poller) clearInterval(this.#poller);
@@ -392,6 +439,7 @@ export class InferenceServer implements InferenceServerApi {
       await this.#polling;
       await this.#repo.close();
       await this.#tracer.close();
+      this.#shm.close();
       this.#closed = true;
       this.#logger.info('all models unloaded');
     })();

@@ -28,8 +28,13 @@ export function unary(name: string, logger: Logger, fn: Handler): grpc.handleUna
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const opt = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
-const SHM_NOT_BUILT = (kind: string): UnsupportedError =>
-  new UnsupportedError(`${kind} shared memory is not implemented yet in Nereid; send tensor data in the request`);
+/** A uint64 field as received (`longs: String`), exact. */
+const u64 = (v: unknown): bigint => (typeof v === 'string' || typeof v === 'number' ? BigInt(v) : 0n);
+
+/** Status lists as the proto's map, keyed by region name. */
+function regionMap<T extends { name: string }>(regions: T[]): Record<string, T> {
+  return Object.fromEntries(regions.map((r) => [r.name, r]));
+}
 
 function refuseRepositoryName(req: Req): void {
   if (str(req.repository_name) !== '') {
@@ -143,20 +148,28 @@ export function serviceHandlers(
       }
       return {};
     }),
-    // Status calls stay allowed and answer empty, as Triton does when client shared memory is off.
-    SystemSharedMemoryStatus: h('SystemSharedMemoryStatus', () => ({ regions: {} })),
-    SystemSharedMemoryRegister: h('SystemSharedMemoryRegister', () => {
-      throw SHM_NOT_BUILT('system');
+    // Status calls stay allowed when client shared memory is off (and list nothing then), as Triton's.
+    SystemSharedMemoryStatus: h('SystemSharedMemoryStatus', (r) => ({
+      regions: regionMap(api.systemSharedMemoryStatus(opt(r.name))),
+    })),
+    SystemSharedMemoryRegister: h('SystemSharedMemoryRegister', (r) => {
+      api.registerSystemSharedMemory(str(r.name), str(r.key), u64(r.offset), u64(r.byte_size));
+      return {};
     }),
-    SystemSharedMemoryUnregister: h('SystemSharedMemoryUnregister', () => {
-      throw SHM_NOT_BUILT('system');
+    SystemSharedMemoryUnregister: h('SystemSharedMemoryUnregister', (r) => {
+      api.unregisterSystemSharedMemory(opt(r.name));
+      return {};
     }),
-    CudaSharedMemoryStatus: h('CudaSharedMemoryStatus', () => ({ regions: {} })),
-    CudaSharedMemoryRegister: h('CudaSharedMemoryRegister', () => {
-      throw SHM_NOT_BUILT('CUDA');
+    CudaSharedMemoryStatus: h('CudaSharedMemoryStatus', (r) => ({
+      regions: regionMap(api.cudaSharedMemoryStatus(opt(r.name))),
+    })),
+    CudaSharedMemoryRegister: h('CudaSharedMemoryRegister', (r) => {
+      api.registerCudaSharedMemory(str(r.name));
+      return {};
     }),
-    CudaSharedMemoryUnregister: h('CudaSharedMemoryUnregister', () => {
-      throw SHM_NOT_BUILT('CUDA');
+    CudaSharedMemoryUnregister: h('CudaSharedMemoryUnregister', (r) => {
+      api.unregisterCudaSharedMemory(opt(r.name));
+      return {};
     }),
     TraceSetting: h('TraceSetting', (r) => {
       const model = opt(r.model_name);

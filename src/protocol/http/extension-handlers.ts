@@ -14,7 +14,7 @@ import type { RouteContext } from './routes.js';
  */
 
 /** Reads a small JSON object body; an empty body is `{}`. */
-async function jsonBody(req: IncomingMessage, limit: number): Promise<Record<string, unknown>> {
+export async function jsonBody(req: IncomingMessage, limit: number): Promise<Record<string, unknown>> {
   let body = await readBody(req, limit);
   const coding = requestCoding(req.headers['content-encoding']);
   if (coding !== undefined) body = await decompress(body, coding, limit);

@@ -6,6 +6,7 @@ import { decompress, requestCoding } from './compression.js';
 import { decodeInferRequest, decodeRawRequest, parseHeaderLength, type DecodedInfer } from './infer-request.js';
 import { encodeInferResponse } from './infer-response.js';
 import { send, sendEmpty, sendJson } from './respond.js';
+import { sharedMemory } from './shm-handlers.js';
 import type { CoreHandlers, RouteContext } from './routes.js';
 
 /** Health: Triton answers with an EMPTY body, 200 or 400 (no OIP JSON). */
@@ -77,4 +78,5 @@ export const CORE_HANDLERS: CoreHandlers = Object.freeze({
   repositoryControl: ext.repositoryControl,
   logging: ext.logging,
   trace: ext.trace,
+  sharedMemory,
 });

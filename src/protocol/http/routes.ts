@@ -65,18 +65,6 @@ export const PATHS = Object.freeze({
   shmUnregister: /^\/v2\/(?:system|cuda)sharedmemory(?:\/region\/[^/]+)?\/unregister$/,
 });
 
-/**
- * Shared-memory status: no region can be registered yet, so the list is empty and a named region is unknown
- * (the same answer as the gRPC status rpcs; register/unregister answer 501).
- */
-const shmStatus: Handler = async ({ req, res }) => {
-  const region = /\/region\/([^/]+)\/status$/.exec((req.url ?? '').split('?')[0])?.[1];
-  if (region !== undefined) {
-    return sendJson(req, res, 404, { error: `Unable to find shared memory region: '${decodeSegment(region)}'` });
-  }
-  return sendJson(req, res, 200, []);
-};
-
 /** Handlers of the implemented endpoints (handlers.ts). */
 export interface CoreHandlers {
   server: Handler;
@@ -91,6 +79,7 @@ export interface CoreHandlers {
   repositoryControl: Handler;
   logging: Handler;
   trace: Handler;
+  sharedMemory: Handler;
 }
 
 /**
@@ -98,8 +87,7 @@ export interface CoreHandlers {
  * else (404, 405, captures, error mapping) stays in `dispatch`.
  */
 export function buildRoutes(h: CoreHandlers): readonly Route[] {
-  const { modelStats: stats, trace } = h;
-  const shm = notImplemented('shared memory');
+  const { modelStats: stats, trace, sharedMemory: shm } = h;
   return Object.freeze([
     { pattern: PATHS.server, category: 'metadata', methods: { GET: h.server } },
     { pattern: PATHS.live, category: 'health', methods: { GET: h.live } },
@@ -120,7 +108,7 @@ export function buildRoutes(h: CoreHandlers): readonly Route[] {
     { pattern: PATHS.repositoryControl, category: 'model-repository', methods: { POST: h.repositoryControl } },
     { pattern: PATHS.trace, category: 'trace', methods: { GET: trace, POST: trace } },
     { pattern: PATHS.logging, category: 'logging', methods: { GET: h.logging, POST: h.logging } },
-    { pattern: PATHS.shmStatus, category: 'shared-memory', methods: { GET: shmStatus } },
+    { pattern: PATHS.shmStatus, category: 'shared-memory', methods: { GET: shm } },
     { pattern: PATHS.shmRegister, category: 'shared-memory', methods: { POST: shm } },
     { pattern: PATHS.shmUnregister, category: 'shared-memory', methods: { POST: shm } },
   ]);
