@@ -155,6 +155,25 @@ describe('Element counts and JSON depth', () => {
     }
   });
 
+  it('REGRESSION a lone surrogate echoed in a gRPC error ended the process (found by the fuzz run)', async () => {
+    // A JSON escape in a load request's config is the way a lone surrogate reaches an error message.
+    const client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
+    try {
+      const config = { string_param: '{"\\ud800": 1, "name": "simple"}' };
+      await assert.rejects(
+        callUnary(client, 'RepositoryModelLoad', { model_name: 'simple', parameters: { config } }),
+        (err: grpc.ServiceError) => {
+          assert.equal(err.code, grpc.status.INVALID_ARGUMENT);
+          assert.match(err.details, /\uFFFD/);
+          return true;
+        },
+      );
+      assert.ok(await callUnary(client, 'ServerLive', {}), 'the server lives');
+    } finally {
+      client.close();
+    }
+  });
+
   it('REGRESSION JSON nested 100k levels - 400 everywhere, not 500 "Maximum call stack size exceeded"', async () => {
     const deepObj = (n: number): string => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
     const deepArr = (n: number): string => '['.repeat(n) + '1' + ']'.repeat(n);

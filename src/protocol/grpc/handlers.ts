@@ -5,6 +5,7 @@ import type { InferenceServerApi, LogSettings } from '../../server/api.js';
 import { callSignal } from './infer.js';
 import type { LogSettingMsg, RepositoryParameterMsg } from './messages.js';
 import { toStatus } from './status.js';
+import { rejectMalformed } from './malformed.js';
 import { checkJsonDepth } from '../kserve/json-depth.js';
 
 /* Handlers of every rpc except inference. Each is a thin mapping between proto messages and the facade,
@@ -17,7 +18,10 @@ type Handler = (request: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => u
 export function unary(name: string, logger: Logger, fn: Handler): grpc.handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
     Promise.resolve()
-      .then(() => fn(call.request as Req, call))
+      .then(() => {
+        rejectMalformed(call.request);
+        return fn(call.request as Req, call);
+      })
       .then(
         (resp) => callback(null, resp),
         (err: unknown) => callback(toStatus(err, logger, name)),

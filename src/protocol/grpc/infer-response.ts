@@ -20,7 +20,7 @@ export function encodeModelInferResponse(
 ): ModelInferResponseMsg {
   let size = 0;
   for (const t of resp.outputs) if (t.sharedMemory === undefined) size += binaryByteSize(t);
-  if (size > maxBytes) throw responseTooLarge(size, maxBytes, true);
+  if (size > maxBytes) throw responseTooLarge(size, maxBytes, 'exactly');
   const outputs: InferOutputTensorMsg[] = [];
   const raw: Uint8Array[] = [];
   for (const t of resp.outputs) {

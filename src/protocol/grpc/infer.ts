@@ -6,6 +6,7 @@ import { decodeModelInferRequest } from './infer-request.js';
 import { encodeModelInferResponse } from './infer-response.js';
 import type { ModelInferRequestMsg, ModelInferResponseMsg, ModelStreamInferResponseMsg } from './messages.js';
 import { errorMessage, toStatus } from './status.js';
+import { rejectMalformed } from './malformed.js';
 
 type AnyCall = grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>;
 
@@ -55,6 +56,7 @@ async function inferOnce(
   signal: AbortSignal,
   limits: InferLimits,
 ): Promise<ModelInferResponseMsg> {
+  rejectMalformed(msg);
   const resolved = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version);
   const request = decodeModelInferRequest(msg);
   return encodeModelInferResponse(await api.infer(request, { signal, resolved }), limits.maxResponseBytes);

@@ -8,6 +8,7 @@ import { loadServices } from './proto.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { restrictService } from './restrict.js';
 import { watchStalledSessions } from './session-watch.js';
+import { tolerantService } from './malformed.js';
 
 /** Triton's largest gRPC message (INT32_MAX); grpc-js would default to 4 MiB for what it receives. */
 export const GRPC_MAX_MESSAGE_SIZE = 2 ** 31 - 1;
@@ -144,7 +145,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   };
   positive('--grpc-max-input-size', opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE);
   server.addService(
-    Inference.service,
+    tolerantService(Inference.service),
     restrictService(
       {
         ...serviceHandlers(api, logger),
@@ -154,7 +155,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
       restrictions,
     ),
   );
-  server.addService(Health.service, restrictService(healthHandlers(api, logger), restrictions));
+  server.addService(tolerantService(Health.service), restrictService(healthHandlers(api, logger), restrictions));
   const host = opts.host ?? '0.0.0.0';
   const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${opts.port}` : `${host}:${opts.port}`;
   const port = await new Promise<number>((resolve, reject) =>

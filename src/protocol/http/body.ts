@@ -5,8 +5,11 @@ import { tooLargeError } from './compression.js';
 /** Triton's cap on non-empty chunks of a chunked body (L0_http: 10^6 one-byte chunks must not grow RSS). */
 export const MAX_CHUNKS = 65536;
 
-/** First allocation for a body; it grows (doubling) as bytes arrive, up to the declared length or the limit. */
-const INITIAL_CAPACITY = 1 << 20;
+/**
+ * First allocation for a body; it grows (doubling) as bytes arrive, up to the declared length or the limit. Small, so
+ * that a connection that sends headers and stalls costs 64 KiB, not a megabyte (4096 of them: 256 MiB).
+ */
+const INITIAL_CAPACITY = 64 * 1024;
 
 /**
  * A byte buffer that grows as data arrives: a client that declares 64 MiB and then stalls holds at most about twice

@@ -93,7 +93,7 @@ describe('decodeInferRequest', () => {
     );
   });
 
-  it('BAD CALL - rejects duplicate inputs, bad parameters and shared memory', () => {
+  it('BAD CALL - rejects duplicate inputs, bad parameters and malformed shared-memory parameters', () => {
     const dec = (doc: unknown) => () =>
       decodeInferRequest('m', undefined, new Uint8Array(Buffer.from(JSON.stringify(doc))), undefined);
     const inp = { name: 'A', datatype: 'INT32', shape: [1], data: [1] };
@@ -112,8 +112,23 @@ describe('decodeInferRequest', () => {
     );
     assert.throws(
       dec({ inputs: [{ ...inp, parameters: { shared_memory_region: 'r' } }] }),
-      fails('UNSUPPORTED', /shared memory/),
+      fails('INVALID_ARG', /Input must set only one of the following fields: .* But set 'data' 'shared_memory_region'/),
     );
+    assert.throws(
+      dec({
+        inputs: [{ ...inp, data: undefined, parameters: { shared_memory_region: 'r', shared_memory_offset: -1 } }],
+      }),
+      fails('INVALID_ARG', /Unable to parse 'shared_memory_offset'/),
+    );
+    // A region with a 64-bit offset and size is kept exact, for the server's bounds checks.
+    const ok = dec({
+      inputs: [{ ...inp, data: undefined, parameters: { shared_memory_region: 'r', shared_memory_byte_size: 4 } }],
+      outputs: [
+        { name: 'O', parameters: { shared_memory_region: 'o', shared_memory_offset: 8, shared_memory_byte_size: 4 } },
+      ],
+    })();
+    assert.deepEqual(ok.request.inputs[0].sharedMemory, { region: 'r', offset: 0n, byteSize: 4n });
+    assert.deepEqual(ok.request.outputs?.[0].sharedMemory, { region: 'o', offset: 8n, byteSize: 4n });
   });
 });
 
@@ -217,6 +232,18 @@ describe('encodeInferResponse', () => {
     );
     const ok = await encodeInferResponse(out, { binaryDefault: true, binary: new Map() }, 4200);
     assert.equal(ok.blobs[0].byteLength, 4000);
+  });
+  it('BAD CALL - a large JSON output clearly over the limit is refused by its sampled estimate, before encoding', async () => {
+    const data = new Float32Array(100_000).fill(0.123456789); // ~20 bytes of JSON per element
+    const out = {
+      model: 'm',
+      version: '1',
+      outputs: [{ name: 'F', datatype: 'FP32' as const, shape: [data.length], data }],
+    };
+    await assert.rejects(
+      encodeInferResponse(out, { binaryDefault: false, binary: new Map() }, 1_000_000),
+      /the response would be about 20\d{5} bytes/,
+    );
   });
   it('parametersToJson prints bigint exactly', () => {
     assert.equal(parametersToJson({ a: 2n ** 64n - 1n, b: true }), '{"a":18446744073709551615,"b":true}');

@@ -5,6 +5,7 @@ import {
   appendJsonData,
   binaryByteSize,
   DEFAULT_MAX_RESPONSE_BYTES,
+  estimateJsonByteSize,
   minJsonByteSize,
   ResponseBudget,
   responseTooLarge,
@@ -34,8 +35,9 @@ export function parametersToJson(params: Parameters): string {
  * `parameters.binary_data_size`. Fixed-size blobs are views of the backend's output allocation. An output written to
  * the client's shared memory carries no data here.
  *
- * The response is refused (400) before it is built when it cannot fit `maxBytes` (`--max-response-bytes`): first
- * against a lower bound (exact for binary outputs), then exactly as JSON text is produced, chunk by chunk.
+ * The response is refused (400) before it is built when it cannot fit `maxBytes` (`--max-response-bytes`): against a
+ * lower bound (exact for binary outputs) and a sampled estimate of the JSON text (refused past 110 % of the limit),
+ * then exactly as JSON text is produced, chunk by chunk.
  */
 export async function encodeInferResponse(
   resp: InferResponse,
@@ -46,11 +48,15 @@ export async function encodeInferResponse(
     (t) => t.sharedMemory === undefined && (plan.binary.get(t.name) ?? plan.binaryDefault),
   );
   let lowerBound = 0;
+  let estimate = 0;
   resp.outputs.forEach((t, i) => {
     if (t.sharedMemory !== undefined) return;
-    lowerBound += binary[i] ? binaryByteSize(t) : minJsonByteSize(t);
+    const exact = binary[i] ? binaryByteSize(t) : undefined;
+    lowerBound += exact ?? minJsonByteSize(t);
+    estimate += exact ?? estimateJsonByteSize(t);
   });
-  if (lowerBound > maxBytes) throw responseTooLarge(lowerBound, maxBytes, true);
+  if (lowerBound > maxBytes) throw responseTooLarge(lowerBound, maxBytes, 'at least');
+  if (estimate > maxBytes * 1.1) throw responseTooLarge(estimate, maxBytes, 'about');
 
   const budget = new ResponseBudget(maxBytes);
   const header: Buffer[] = [];

@@ -16,9 +16,9 @@ import { bf16BitsToFloat, halfBitsToFloat } from '../../core/half.js';
 export const DEFAULT_MAX_RESPONSE_BYTES = 2 ** 31 - 1;
 
 /** The refusal: a client error (400 / INVALID_ARGUMENT), raised before the response exists. */
-export function responseTooLarge(bytes: number, max: number, atLeast: boolean): InvalidArgError {
+export function responseTooLarge(bytes: number, max: number, how: 'at least' | 'about' | 'exactly'): InvalidArgError {
   return new InvalidArgError(
-    `the response would be ${atLeast ? 'at least ' : ''}${bytes} bytes, more than the maximum response size of ${max} bytes (--max-response-bytes); ask for fewer or smaller outputs, or for binary instead of JSON outputs`,
+    `the response would be ${how === 'exactly' ? '' : `${how} `}${bytes} bytes, more than the maximum response size of ${max} bytes (--max-response-bytes); ask for fewer or smaller outputs, or for binary instead of JSON outputs`,
   );
 }
 
@@ -33,6 +33,25 @@ export function minJsonByteSize(t: Tensor): number {
   if (n === 0) return 2;
   if (Array.isArray(t.data)) return 1 + encodedBytesLength(t.data) - n; // each element: its bytes, "", and a comma
   return 1 + n * (t.datatype === 'BOOL' ? 5 : 2);
+}
+
+const SAMPLE_ELEMENTS = 4096;
+
+/**
+ * The JSON size of an output's `data`, estimated from up to 4096 evenly spaced elements. Used to refuse, before any
+ * encoding, a JSON output that would pass the limit by a clear margin (10 %): a 256M-element FP32 output is refused
+ * at once instead of after 2 GiB of text. The exact count during encoding stays the guarantee.
+ */
+export function estimateJsonByteSize(t: Tensor): number {
+  const n = t.data.length;
+  if (n <= SAMPLE_ELEMENTS) return minJsonByteSize(t);
+  const step = n / SAMPLE_ELEMENTS;
+  let bytes = 0;
+  for (let k = 0; k < SAMPLE_ELEMENTS; k++) {
+    const i = Math.floor(k * step);
+    bytes += Buffer.byteLength(sliceText(t, i, i + 1), 'utf8') + 1;
+  }
+  return Math.round((bytes / SAMPLE_ELEMENTS) * n) + 1;
 }
 
 const CHUNK_ELEMENTS = 65536;
@@ -51,7 +70,7 @@ export class ResponseBudget {
   take(n: number): void {
     this.#used += n;
     this.#left -= n;
-    if (this.#left < 0) throw responseTooLarge(this.#used, this.#max, true);
+    if (this.#left < 0) throw responseTooLarge(this.#used, this.#max, 'at least');
   }
 }
 
