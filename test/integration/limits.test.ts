@@ -174,6 +174,27 @@ describe('Element counts and JSON depth', () => {
     }
   });
 
+  it('BAD CALL - gRPC bytes that are not protobuf are INVALID_ARGUMENT (grpc-js alone would say INTERNAL)', async () => {
+    const client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
+    try {
+      for (const rpc of ['ModelInfer', 'ModelMetadata']) {
+        const err = await new Promise<grpc.ServiceError | null>((resolve) =>
+          client.makeUnaryRequest(
+            `/inference.GRPCInferenceService/${rpc}`,
+            (b: Buffer) => b,
+            (b: Buffer) => b,
+            Buffer.from([0x3a, 0x03, 0x01]), // a length-delimited field running past the message
+            resolve,
+          ),
+        );
+        assert.equal(err?.code, grpc.status.INVALID_ARGUMENT, rpc);
+        assert.match(err?.details ?? '', /failed to parse the request message/);
+      }
+    } finally {
+      client.close();
+    }
+  });
+
   it('REGRESSION JSON nested 100k levels - 400 everywhere, not 500 "Maximum call stack size exceeded"', async () => {
     const deepObj = (n: number): string => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
     const deepArr = (n: number): string => '['.repeat(n) + '1' + ']'.repeat(n);
