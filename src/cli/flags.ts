@@ -1,5 +1,8 @@
 import { InvalidArgError } from '../core/errors.js';
 import { SERVER_DEFAULTS } from '../server/defaults.js';
+import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
+import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
+import { DEFAULT_MAX_RESPONSE_BYTES } from '../protocol/kserve/response-size.js';
 
 /**
  * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
@@ -31,18 +34,22 @@ export const FLAGS = {
   'max-response-bytes': {
     kind: 'int',
     help: "Nereid's own: largest inference response (HTTP body or gRPC message), bytes; refused with 400 before it is built.",
-    default: 2 ** 31 - 1,
+    default: DEFAULT_MAX_RESPONSE_BYTES,
   },
-  'http-max-connections': { kind: 'int', help: "Nereid's own: open HTTP connections at most.", default: 4096 },
+  'http-max-connections': {
+    kind: 'int',
+    help: "Nereid's own: open HTTP connections at most.",
+    default: HTTP_LIMIT_DEFAULTS.maxConnections,
+  },
   'http-headers-timeout-secs': {
     kind: 'int',
     help: "Nereid's own: seconds for a request's headers to arrive.",
-    default: 60,
+    default: HTTP_LIMIT_DEFAULTS.headersTimeoutSecs,
   },
   'http-request-timeout-secs': {
     kind: 'int',
     help: "Nereid's own: seconds for a whole request, body included, to arrive (408 after).",
-    default: 300,
+    default: HTTP_LIMIT_DEFAULTS.requestTimeoutSecs,
   },
   'http-restricted-api': {
     kind: 'list',
@@ -60,7 +67,7 @@ export const FLAGS = {
   'grpc-max-response-pool-size': {
     kind: 'int',
     help: 'Responses pending per ModelStreamInfer stream before the server stops reading its requests (Triton: unbounded).',
-    default: 256,
+    default: DEFAULT_MAX_RESPONSE_POOL_SIZE,
   },
   'grpc-restricted-protocol': {
     kind: 'list',
