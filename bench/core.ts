@@ -73,7 +73,7 @@ async function main(): Promise<void> {
   const child = spawn(
     process.execPath,
     [
-      `${root}/dist/cli/main.js`,
+      `${root}/dist/cli/nereid.cjs`,
       'serve',
       '--model-repository',
       `${root}/examples/model_repository`,

@@ -1,5 +1,14 @@
 import { defaultBackends } from './backends/index.js';
-import { createLogger, type Logger } from './core/logger.js';
+import {
+  consoleRoutes,
+  crossSiteRefusal,
+  fanOutObserver,
+  LatencyWindow,
+  type ConsoleAccess,
+  type LogRing,
+} from './console/index.js';
+import { createLogger } from './core/logger.js';
+import { cudaDeviceIds } from './gpu/index.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
 import {
   startGrpcServer,
@@ -10,8 +19,7 @@ import {
 import { DEFAULT_MAX_INPUT_SIZE, startHttpServer } from './protocol/http/server.js';
 import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
-import { InferenceServer } from './server/server.js';
-import type { TraceOptions } from './server/trace.js';
+import { InferenceServer, type InferenceServerOptions } from './server/server.js';
 
 /**
  * What `serve()` starts. Every field is optional except `repositories`; defaults are Triton's (HTTP on 8000,
@@ -19,9 +27,7 @@ import type { TraceOptions } from './server/trace.js';
  * wants only HTTP on a free port passes `{ repositories, httpPort: 0, httpAddress: '127.0.0.1', allowGrpc: false,
  * allowMetrics: false }`.
  */
-export interface ServeOptions {
-  /** Model repository folders (`--model-repository`, repeatable). */
-  repositories: readonly string[];
+export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   /** `--http-port`; 0 picks a free port (default 8000). */
   httpPort?: number;
   /** `--http-address` (default 0.0.0.0). */
@@ -47,26 +53,6 @@ export interface ServeOptions {
   httpRestrictedApi?: readonly string[];
   /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
   grpcRestrictedProtocol?: readonly string[];
-  /** `--backend-config`: per-backend settings, keyed by backend name. */
-  backendConfig?: ReadonlyMap<string, Record<string, string>>;
-  /** Triton's config auto-complete (default on; `--disable-auto-complete-config` turns it off). */
-  autoComplete?: boolean;
-  /** `--strict-readiness`: ready only when every model is ready (default true). */
-  strictReadiness?: boolean;
-  /** `--exit-on-error`: a model that fails to load fails the start (default true). */
-  exitOnError?: boolean;
-  /** `--id`: the server name in metadata. */
-  id?: string;
-  /** `--model-control-mode` (default none). */
-  modelControlMode?: 'none' | 'poll' | 'explicit';
-  /** `--load-model` names for explicit mode (`*` = all). */
-  loadModels?: readonly string[];
-  /** `--repository-poll-secs` for poll mode. */
-  repositoryPollSecs?: number;
-  /** `--trace-config` settings. */
-  trace?: TraceOptions;
-  /** `--allow-client-shm`: clients may register system shared-memory regions (default false, as Triton). */
-  allowClientShm?: boolean;
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
@@ -101,8 +87,12 @@ export interface ServeOptions {
   allowCpuMetrics?: boolean;
   /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
   allowGpuMetrics?: boolean;
-  /** Where logs go; without one, a silent logger whose switches the logging extension can still turn on. */
-  logger?: Logger;
+  /** `--console`: the web console at `/console` on the HTTP port (default true). */
+  console?: boolean;
+  /** The log lines the console shows (`nereid serve` keeps the last 500); without it the console shows none. */
+  consoleLogs?: LogRing;
+  /** The restricted-API check of the console's own read endpoints (config text, logs, latencies). */
+  consoleAccess?: ConsoleAccess;
 }
 
 /** A running Nereid: the server facade and its bound endpoints. `close()` is idempotent. */
@@ -166,6 +156,9 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
     allowClientShm: opts.allowClientShm,
+    allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
+    gpus: opts.gpus ?? (await cudaDeviceIds()),
+    responseCacheBytes: opts.responseCacheBytes,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
@@ -205,6 +198,18 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
     if (opts.allowHttp ?? D.allowHttp) {
+      let routes: ReturnType<typeof consoleRoutes> = [];
+      if (opts.console ?? true) {
+        // The console's latency percentiles need each request's time: it observes beside the metrics endpoint.
+        const latency = new LatencyWindow();
+        server.setObserver(fanOutObserver(metrics ? [metrics.observer, latency] : [latency]));
+        routes = consoleRoutes({
+          modelControlMode: opts.modelControlMode ?? D.modelControlMode,
+          logs: opts.consoleLogs,
+          latency,
+          access: opts.consoleAccess,
+        });
+      }
       http = await startHttpServer(server, {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
@@ -215,6 +220,8 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         requestTimeoutSecs: opts.httpRequestTimeoutSecs,
         restrictions: httpRestrictions,
         logger: opts.logger,
+        routes,
+        refuse: crossSiteRefusal,
       });
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
     }

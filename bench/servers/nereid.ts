@@ -1,11 +1,12 @@
 /** Nereid under test: the built CLI (dist/cli/main.js serve), in a launcher that reports event-loop delay. */
 import { execFileSync, fork, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { freePort, median, ROOT } from '../common.js';
 import { awaitReady, idleRss, ipcLag, kserveStats, stopProcess, type BenchServer } from './server.js';
 
-const MAIN = join(ROOT, 'dist/cli/main.js');
+const MAIN = join(ROOT, 'dist/cli/nereid.cjs');
 
 export interface GrpcSupport {
   supported: boolean;
@@ -50,6 +51,12 @@ export async function startNereid(repo: string, grpc: boolean, main = MAIN): Pro
   const child = fork(join(ROOT, 'bench/nereid-launcher.ts'), [main, ...args], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    // The launcher is an ES module run through tsx, so libuv's pool exists before the CLI's entry could size it:
+    // give it the size `nereid` itself picks (4 + max(16, cores): onnxruntime runs hold one thread each).
+    env: {
+      ...process.env,
+      UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? String(4 + Math.max(16, availableParallelism())),
+    },
   });
   const readyMs = await awaitReady(child, `http://${http}`, t0, 60_000);
   return {

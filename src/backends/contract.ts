@@ -104,6 +104,11 @@ export type Execute = (
 /** Engine side: one execution context (Triton's model instance). */
 export interface EngineInstance {
   execute: Execute;
+  /**
+   * An in-process engine that finds itself unusable (a sticky CUDA error) settles this with the cause; the host
+   * then replaces the instance as if its thread had died. (Rejecting `execute` with an EngineFault does the same.)
+   */
+  readonly died?: Promise<Error>;
   /** Releases the instance. Called exactly once, after its last `execute` settled. */
   destroy(): Promise<void>;
 }
@@ -181,7 +186,7 @@ export interface BackendDescriptor {
   readonly datatypes: readonly DataType[];
   /** Optional config sections this backend supports (beyond those every backend has). */
   readonly sections: readonly ConfigSection[];
-  /** Instance kinds it can create; KIND_AUTO resolves to the first of GPU/CPU it has (Triton's rule). */
+  /** Instance kinds it can create, preferred first: KIND_AUTO is GPU when KIND_GPU comes first and a GPU exists. */
   readonly kinds: readonly InstanceKind[];
   /** `count` of a KIND_CPU group that sets none (Triton: 2 for onnxruntime, else 1). */
   readonly defaultCpuInstanceCount?: number;

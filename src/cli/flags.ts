@@ -57,6 +57,11 @@ export const FLAGS = {
       'Restrict HTTP APIs to requests with a header: <api>[,<api>...]:<key>=<value> (repeatable). APIs: health, ' +
       'metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.',
   },
+  console: {
+    kind: 'bool',
+    help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',
+    default: true,
+  },
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
@@ -131,11 +136,23 @@ export const FLAGS = {
     kind: 'list',
     help: 'Model to load at start (explicit mode; * = all).',
   },
+  'allow-code-in-load-requests': {
+    kind: 'bool',
+    help: 'Let load requests carry code (model.py, .pt, native libraries); the repository API then runs what callers send.',
+    default: false,
+  },
   'log-verbose': { kind: 'int', help: 'Verbose logging level (0 = off).', default: 0 },
   'log-info': { kind: 'bool', help: 'Log info messages.', default: true },
   'log-warning': { kind: 'bool', help: 'Log warnings.', default: true },
   'log-error': { kind: 'bool', help: 'Log errors.', default: true },
-  'log-format': { kind: 'string', help: 'default | ISO8601.', default: 'default', choices: ['default', 'ISO8601'] },
+  'log-format': {
+    kind: 'string',
+    help:
+      'default | ISO8601 (time format; formatted lines on a terminal, JSON lines elsewhere) | json (JSON lines ' +
+      'always) | pretty (formatted lines always).',
+    default: 'default',
+    choices: ['default', 'ISO8601', 'json', 'pretty'],
+  },
   'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
   'trace-config': {
     kind: 'list',
@@ -171,6 +188,11 @@ export const FLAGS = {
   'grpc-http2-max-ping-strikes': { kind: 'int', help: 'Accepted; not enforced by grpc-js.', default: 2 },
   'grpc-max-connection-age': { kind: 'int', help: 'ms before a connection is closed (0 = never).' },
   'grpc-max-connection-age-grace': { kind: 'int', help: 'ms of grace after the maximum age.' },
+  'cache-config': {
+    kind: 'list',
+    help: 'Response cache <cache>,<key>=<value>: local,size=<bytes> (models opt in with response_cache { enable: true }).',
+  },
+  'response-cache-byte-size': { kind: 'int', help: 'Deprecated: use --cache-config=local,size=<bytes>.' },
   'allow-client-shm': {
     kind: 'bool',
     help: 'Let clients register system shared-memory regions for inputs and outputs (CUDA shared memory is not supported).',
@@ -282,6 +304,36 @@ export function helpText(): string {
     return `  --${n}${value}\n      ${s.help}${def}${later}`;
   });
   return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
+}
+
+/**
+ * `--cache-config=local,size=<bytes>` (and the deprecated `--response-cache-byte-size`) → the local cache's size
+ * in bytes, or undefined for no cache. Only Triton's `local` cache is built; `redis` is refused by name.
+ */
+export function parseCacheConfig(v: FlagValues): number | undefined {
+  let size = v['response-cache-byte-size'] as number | undefined;
+  for (const entry of v['cache-config'] as string[]) {
+    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(entry);
+    if (!m)
+      throw new InvalidArgError(
+        `--cache-config '${entry}' must look like <cache>,<key>=<value> (e.g. local,size=1048576)`,
+      );
+    const [, cache, key, value] = m;
+    if (cache !== 'local') {
+      throw new InvalidArgError(
+        cache === 'redis'
+          ? `--cache-config: the redis cache is not implemented in Nereid; use local,size=<bytes>`
+          : `--cache-config: unknown cache '${cache}' (Nereid has 'local')`,
+      );
+    }
+    if (key !== 'size')
+      throw new InvalidArgError(`--cache-config: unknown key '${key}' for the local cache (it has 'size')`);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+      throw new InvalidArgError(`--cache-config local,size must be a number of bytes, got '${value}'`);
+    }
+    size = Number(value);
+  }
+  return size;
 }
 
 /** `--trace-config [triton,]<key>=<value>` entries (and the deprecated --trace-* flags) → trace options. */

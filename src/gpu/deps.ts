@@ -49,7 +49,9 @@ export async function checkDependencies(file: string, env: NodeJS.ProcessEnv = p
 /** The fallback without ldd: a real dlopen in this process (only this process's LD_LIBRARY_PATH applies). */
 async function dlopenCheck(file: string): Promise<DependencyReport> {
   const { default: koffi } = await import('koffi');
+  const { configureKoffi } = await import('../native/koffi.js');
   try {
+    configureKoffi();
     koffi.load(file, { lazy: true }).unload();
     return { missing: [] };
   } catch (err) {
@@ -67,7 +69,9 @@ async function dlopenCheck(file: string): Promise<DependencyReport> {
  */
 export async function tryLoad(before: readonly string[], providerFile: string): Promise<string | undefined> {
   const { default: koffi } = await import('koffi');
+  const { configureKoffi } = await import('../native/koffi.js');
   try {
+    configureKoffi();
     for (const file of before) koffi.load(file, { global: true });
     koffi.load(providerFile);
     return undefined;

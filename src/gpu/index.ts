@@ -9,3 +9,4 @@ export { Nvml, NvmlError, type DriverInfo, type GpuDevice, type GpuReading, type
 export { NVML_LIBRARY, NVML_LIBRARY_ENV } from './nvml-koffi.js';
 export { ORT_LIB_DIR_ENV, PROVIDER_FILES, onnxruntimeNode, providerDir, type ProviderRole } from './providers.js';
 export { visibleDevices } from './visible.js';
+export { cudaDeviceIds } from './detect.js';

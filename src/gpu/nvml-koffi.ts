@@ -26,8 +26,10 @@ export interface NvmlLoadFailure {
 export async function loadNvmlApi(library?: string): Promise<NvmlApi | NvmlLoadFailure> {
   const path = library ?? process.env[NVML_LIBRARY_ENV] ?? NVML_LIBRARY;
   const { default: koffi } = await import('koffi');
+  const { configureKoffi } = await import('../native/koffi.js');
   let lib: ReturnType<typeof koffi.load>;
   try {
+    configureKoffi();
     lib = koffi.load(path);
   } catch (err) {
     return { library: path, reason: err instanceof Error ? err.message : String(err) };

@@ -1,7 +1,7 @@
 import type { EngineRequest, Instance } from '../backends/contract.js';
 import { CancelWatch } from '../core/cancel-watch.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
-import { runBatch, type Member } from './run-batch.js';
+import { BatchCancels, runBatch, type Member } from './run-batch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
 /**
@@ -20,6 +20,7 @@ export class DirectScheduler implements Scheduler {
     this.#checkDrained();
   });
   #inflight = 0;
+  readonly #running = new BatchCancels();
   #stopped = false;
   #drained: (() => void)[] = [];
 
@@ -56,7 +57,7 @@ export class DirectScheduler implements Scheduler {
 
   #run(instance: Instance, item: Member): void {
     this.#inflight++;
-    void runBatch(instance, [item], this.#ctx, (_m, answer) => answer()).finally(() => {
+    void runBatch(instance, [item], this.#ctx, this.#running, (_m, answer) => answer()).finally(() => {
       this.#inflight--;
       this.#ctx.pool.give(instance);
       this.#pump();

@@ -4,7 +4,7 @@ import type { ModelDynamicBatching } from '../config/model-config.js';
 import { CancelWatch } from '../core/cancel-watch.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
 import { canMerge } from './batch.js';
-import { runBatch, type Member } from './run-batch.js';
+import { BatchCancels, runBatch, type Member } from './run-batch.js';
 import { PriorityQueues, type QueueEntry } from './queue.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
@@ -52,6 +52,7 @@ export class DynamicBatcher implements Scheduler {
   #timerAt = Infinity;
   #pumpQueued = false;
   #inflight = 0;
+  readonly #running = new BatchCancels();
   #stopped = false;
   #drained: (() => void)[] = [];
   /** A queued request whose signal aborts leaves the queue and is answered CANCELLED. */
@@ -187,11 +188,13 @@ export class DynamicBatcher implements Scheduler {
         `executing batch of ${rows} (${run.length} requests)`,
       );
     }
-    void runBatch(instance, run, this.#ctx, (it, answer) => this.#settle(it as Item, answer)).finally(() => {
-      this.#inflight--;
-      this.#ctx.pool.give(instance);
-      this.#pump();
-    });
+    void runBatch(instance, run, this.#ctx, this.#running, (it, answer) => this.#settle(it as Item, answer)).finally(
+      () => {
+        this.#inflight--;
+        this.#ctx.pool.give(instance);
+        this.#pump();
+      },
+    );
   }
 
   failQueued(err: Error): void {

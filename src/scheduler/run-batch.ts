@@ -19,22 +19,42 @@ export type Settle = (m: Member, answer: () => void) => void;
 
 const NEVER = new AbortController().signal;
 
+/** A batch of several requests in flight: its signal aborts once every member has been cancelled. */
+interface Running {
+  left: number;
+  readonly controller: AbortController;
+}
+
 /**
- * A batch's signal aborts when every member's signal has: only then may the engine stop the run. One listener
- * per distinct signal (members of one HTTP connection share theirs).
+ * Watches the signals of members of running batches, for one scheduler. One listener per distinct signal for the
+ * scheduler's life (members of one HTTP connection share theirs), never one per batch: adding an EventTarget
+ * listener per member per batch cost a third of the main thread under load (measured), and listeners that were
+ * never removed piled up on long-lived connections.
  */
-class BatchCancel {
-  readonly controller = new AbortController();
-  #left: number;
-  readonly watch = new CancelWatch<Member>(() => {
-    if (--this.#left === 0) this.controller.abort();
+export class BatchCancels {
+  readonly #batchOf = new Map<Member, Running>();
+  readonly #watch = new CancelWatch<Member>((m) => {
+    const running = this.#batchOf.get(m);
+    if (running !== undefined && --running.left === 0) running.controller.abort();
   });
-  constructor(members: readonly Member[]) {
-    this.#left = members.length;
-    for (const m of members) this.watch.watch(m.signal, m);
+
+  /** The signal `execute` gets for `members`: a member's own when alone, else one that aborts when all did. */
+  start(members: readonly Member[]): AbortSignal {
+    if (members.length === 1) return members[0].signal ?? NEVER;
+    const running: Running = { left: members.length, controller: new AbortController() };
+    for (const m of members) {
+      this.#batchOf.set(m, running);
+      this.#watch.watch(m.signal, m);
+    }
+    return running.controller.signal;
   }
-  release(members: readonly Member[]): void {
-    for (const m of members) this.watch.unwatch(m.signal, m);
+
+  end(members: readonly Member[]): void {
+    if (members.length === 1) return;
+    for (const m of members) {
+      this.#watch.unwatch(m.signal, m);
+      this.#batchOf.delete(m);
+    }
   }
 }
 
@@ -48,6 +68,7 @@ export async function runBatch(
   instance: Instance,
   members: readonly Member[],
   ctx: SchedulerContext,
+  cancels: BatchCancels,
   settle: Settle,
 ): Promise<void> {
   const started = performance.now();
@@ -87,8 +108,7 @@ export async function runBatch(
     },
   };
 
-  const cancel = n === 1 ? undefined : new BatchCancel(members);
-  const signal = n === 1 ? (members[0].signal ?? NEVER) : (cancel as BatchCancel).controller.signal;
+  const signal = cancels.start(members);
   try {
     timings = await instance.execute(
       members.map((m) => m.request),
@@ -117,6 +137,6 @@ export async function runBatch(
       }
     }
   } finally {
-    cancel?.release(members);
+    cancels.end(members);
   }
 }

@@ -26,11 +26,19 @@ export interface ResolvedModel {
   readonly version: number;
   readonly maxBatchSize: number;
   readonly inputs: readonly TensorMetadata[];
+  /** Decoupled (`model_transaction_policy`): any number of responses per request, so only streaming endpoints. */
+  readonly decoupled: boolean;
 }
 
 export interface InferOptions extends CallOptions {
   /** The lookup `checkModel` made for this request; `infer` reuses it while that version is still READY. */
   resolved?: ResolvedModel;
+  /**
+   * Decoupled models: every response as the model sends it; `infer` then resolves at the request's final flag
+   * with no outputs. Required to call a decoupled model; not called for the others (their one response is
+   * what `infer` resolves with).
+   */
+  onResponse?: (response: InferResponse) => void;
 }
 
 export interface InferenceServerApi extends InferenceServerExtensions {

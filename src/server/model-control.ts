@@ -7,6 +7,7 @@ import type { ModelRepository } from '../repository/manager.js';
 import { confineLoadRequest } from '../repository/confine.js';
 import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
 import type { LoadOptions } from './api.js';
+import { refuseCodeInLoadRequest } from './code-trust.js';
 
 /**
  * The model repository extension's load and unload, as Triton answers them: model names checked for traversal, a
@@ -17,7 +18,7 @@ import type { LoadOptions } from './api.js';
 export async function loadByRequest(
   repo: ModelRepository,
   rawName: string,
-  opts: LoadOptions & { signal?: AbortSignal },
+  opts: LoadOptions & { signal?: AbortSignal; allowCode?: boolean },
 ): Promise<string> {
   const name = checkModelName(rawName);
   const files = opts.files ?? new Map();
@@ -32,6 +33,7 @@ export async function loadByRequest(
     const e = NereidError.from(err);
     throw new InvalidArgError(`failed to load '${name}', ${e.message}`, { cause: err });
   }
+  refuseCodeInLoadRequest(name, config, files, opts.allowCode === true);
   let dir: string;
   let tempDir: string | undefined;
   if (files.size > 0) {
@@ -66,7 +68,12 @@ export async function loadByRequest(
 }
 
 /** Unloads a loaded model or a known one (idempotent); a name the repositories never had is NOT_FOUND. */
-export async function unloadByRequest(repo: ModelRepository, rawName: string, signal?: AbortSignal): Promise<string> {
+export async function unloadByRequest(
+  repo: ModelRepository,
+  rawName: string,
+  signal?: AbortSignal,
+  dependents = false,
+): Promise<string> {
   const name = checkModelName(rawName);
   const model = repo.get(name);
   if (!model && !repo.found().has(name)) {
@@ -74,9 +81,9 @@ export async function unloadByRequest(repo: ModelRepository, rawName: string, si
       `failed to unload '${name}': no model named '${name}' is loaded or in the model repositories`,
     );
   }
-  // No ensembles yet, so there are no dependents to unload with it. An unload is not undone when its caller goes
-  // away: the caller only stops waiting.
-  const unloading = repo.unload(name);
+  // With `unload_dependents`, the ensembles using it go too (else they turn UNAVAILABLE naming it). An unload is
+  // not undone when its caller goes away: the caller only stops waiting.
+  const unloading = repo.unload(name, { dependents });
   if (signal !== undefined) await abortable(unloading, signal, `unload of '${name}' was cancelled by the client`);
   else await unloading;
   return name;

@@ -285,7 +285,6 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
 
   it('answers 501 (not a fake success) on extensions that are not implemented yet or are off', async () => {
     for (const [method, p, message] of [
-      ['POST', '/v2/models/simple/generate', /is not implemented yet in Nereid/],
       // Client shared memory is off unless --allow-client-shm (Triton's default and wording).
       ['POST', '/v2/systemsharedmemory/region/r/register', /Client shared memory is disabled/],
       ['POST', '/v2/cudasharedmemory/region/r/register', /Client shared memory is disabled/],

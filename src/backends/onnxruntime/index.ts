@@ -1,5 +1,3 @@
-/** The onnxruntime backend (the only importer of onnxruntime-node, which it loads in engine threads only). */
+/** The onnxruntime backend (the only user of onnxruntime's library, through its C API). */
 export { onnxruntimeBackend } from './backend.js';
-export { resolveModelFile } from './adapter.js';
-export { checkAccelerators, instanceCount, sessionOptionsFor } from './options.js';
-export type { MappedOptions, OrtRunOptions, OrtSessionOptions } from './options.js';
+export { resolveModelFile } from './engine.js';

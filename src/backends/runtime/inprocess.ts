@@ -23,8 +23,8 @@ export function inProcessBackend(
   return {
     ...descriptor,
     async load(ctx: EngineLoadContext, signal?: AbortSignal): Promise<ModelHandle> {
-      const { logger: _logger, ...plain } = ctx as EngineLoadContext & { logger?: unknown };
-      const model = await adapter.load(plain, signal ?? new AbortController().signal);
+      // In-process, the engine may use the host's logger (ctx.logger) for its own warnings.
+      const model = await adapter.load(ctx, signal ?? new AbortController().signal);
       let unloading: Promise<void> | undefined;
       return {
         async createInstance(spec: InstanceSpec, createSignal?: AbortSignal): Promise<Instance> {
@@ -49,6 +49,7 @@ class InProcessInstance implements Instance {
     this.name = name;
     this.#engine = engine;
     this.died = new Promise((resolve) => (this.#die = resolve));
+    void engine.died?.then((err) => this.#die(err));
   }
 
   readonly execute: Execute = async (requests, responder, signal) => {

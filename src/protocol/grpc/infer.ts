@@ -1,6 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { CancelledError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import type { InferResponse } from '../../core/inference.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { decodeModelInferRequest } from './infer-request.js';
 import { encodeModelInferResponse } from './infer-response.js';
@@ -124,38 +125,88 @@ export function modelStreamInfer(
         signal.addEventListener('abort', done, { once: true });
       });
 
+    /** Decoupled requests still answering; the stream ends only after them. */
+    const answering = new Set<Promise<void>>();
+    const report = async (err: unknown): Promise<void> => {
+      if (failed || signal.aborted) return;
+      if (endOnError) {
+        failed = true;
+        call.emit('error', toStatus(err, logger, 'ModelStreamInfer'));
+        return;
+      }
+      await write({ error_message: errorMessage(err, logger, 'ModelStreamInfer'), infer_response: null });
+    };
+    const queue = (job: () => Promise<void>): void => {
+      tail = tail
+        .then(job)
+        .catch((err: unknown) => logger.error({ err }, 'gRPC ModelStreamInfer: writing a response failed'));
+    };
+
     call.on('data', (msg: ModelInferRequestMsg) => {
+      let decoupled = false;
+      try {
+        decoupled = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version).decoupled;
+      } catch {
+        // inferOnce reports the lookup failure in order.
+      }
+      if (decoupled) {
+        const done = streamDecoupled(api, msg, signal, queue, write, report);
+        answering.add(done);
+        void done.finally(() => answering.delete(done));
+        return;
+      }
+      // Backpressure: stop reading requests while the client has this many responses not yet taken.
       if (++pending >= limits.maxResponsePoolSize) call.pause();
       const running = inferOnce(api, msg, signal, limits).then(
         (infer_response): ModelStreamInferResponseMsg => ({ error_message: '', infer_response }),
         (err: unknown) => ({ err }),
       );
-      tail = tail.then(async () => {
+      queue(async () => {
         const result = await running;
         if (failed || signal.aborted) return;
-        if ('err' in result) {
-          if (endOnError) {
-            failed = true;
-            call.emit('error', toStatus(result.err, logger, 'ModelStreamInfer'));
-            return;
-          }
-          await write({ error_message: errorMessage(result.err, logger, 'ModelStreamInfer'), infer_response: null });
-          return;
-        }
-        await write(result);
+        if ('err' in result) await report(result.err);
+        else await write(result);
       });
-      tail = tail
-        .catch((err: unknown) => logger.error({ err }, 'gRPC ModelStreamInfer: writing a response failed'))
-        .finally(settled);
+      tail = tail.finally(settled);
     });
     call.on('end', () => {
       // tail never rejects (each write's failure is caught and logged above), so nothing is dropped here.
-      void tail.then(() => {
-        dispose();
-        if (!failed && !signal.aborted) call.end();
-      });
+      void Promise.all(answering)
+        .then(() => tail)
+        .then(() => {
+          dispose();
+          if (!failed && !signal.aborted) call.end();
+        });
     });
     call.on('cancelled', () => dispose());
     call.on('error', () => dispose());
   };
+}
+
+/**
+ * One request to a decoupled model on a stream: each response is written as the model sends it (after whatever
+ * the stream queued before it); with `triton_enable_empty_final_response` every response says whether it is the
+ * last (`triton_final_response`) and an empty final response closes the request, as Triton does.
+ */
+async function streamDecoupled(
+  api: InferenceServerApi,
+  msg: ModelInferRequestMsg,
+  signal: AbortSignal,
+  queue: (job: () => Promise<void>) => void,
+  write: (msg: ModelStreamInferResponseMsg) => Promise<void>,
+  report: (err: unknown) => Promise<void>,
+): Promise<void> {
+  const flagFinal = msg.parameters?.triton_enable_empty_final_response?.bool_param === true;
+  const emit = (resp: InferResponse, final: boolean): void => {
+    const r = flagFinal ? { ...resp, parameters: { ...resp.parameters, triton_final_response: final } } : resp;
+    const encoded = encodeModelInferResponse(r);
+    queue(() => write({ error_message: '', infer_response: encoded }));
+  };
+  try {
+    const request = decodeModelInferRequest(msg);
+    const last = await api.infer(request, { signal, onResponse: (r) => emit(r, false) });
+    if (flagFinal) emit(last, true);
+  } catch (err) {
+    queue(() => report(err));
+  }
 }

@@ -53,7 +53,7 @@ export function requestParameters(map: ParameterMap): Parameters | undefined {
       if (choice !== 'bool_param') {
         throw new InvalidArgError(`invalid value type for '${key}' parameter, expected bool_param.`);
       }
-      // Only decoupled models send an empty final response; Nereid has none, so the flag changes nothing.
+      // Read by ModelStreamInfer for decoupled models (infer.ts); not a model parameter.
       continue;
     }
     out[key] = customValue(key, p);

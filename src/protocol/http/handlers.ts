@@ -1,5 +1,6 @@
 import { modelConfigToJson } from '../../config/index.js';
 import { readBody } from './body.js';
+import { generate } from './generate.js';
 import { connectionSignal } from './connection-signal.js';
 import * as ext from './extension-handlers.js';
 import { decompress, requestCoding } from './compression.js';
@@ -74,6 +75,7 @@ export const CORE_HANDLERS: CoreHandlers = Object.freeze({
   modelConfig,
   modelInfer,
   modelStats: ext.modelStats,
+  generate,
   repositoryIndex: ext.repositoryIndex,
   repositoryControl: ext.repositoryControl,
   logging: ext.logging,

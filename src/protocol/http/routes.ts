@@ -75,6 +75,8 @@ export interface CoreHandlers {
   modelConfig: Handler;
   modelInfer: Handler;
   modelStats: Handler;
+  /** generate and generate_stream (generate.ts). */
+  generate: Handler;
   repositoryIndex: Handler;
   repositoryControl: Handler;
   logging: Handler;
@@ -100,7 +102,7 @@ export function buildRoutes(h: CoreHandlers): readonly Route[] {
     {
       pattern: PATHS.modelGenerate,
       category: 'inference',
-      methods: { POST: notImplemented('the generate extension') },
+      methods: { POST: h.generate },
     },
     { pattern: PATHS.modelTrace, category: 'trace', methods: { GET: trace, POST: trace } },
     { pattern: PATHS.modelMetadata, category: 'metadata', methods: { GET: h.modelMetadata } },

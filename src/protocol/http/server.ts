@@ -6,8 +6,8 @@ import type { InferenceServerApi } from '../../server/api.js';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { CORE_HANDLERS } from './handlers.js';
-import { sendError } from './respond.js';
-import { buildRoutes, dispatch } from './routes.js';
+import { sendError, sendJson } from './respond.js';
+import { buildRoutes, dispatch, type Route } from './routes.js';
 
 /**
  * Nereid's HTTP/REST front end (KServe v2 + Triton extensions) on plain `node:http`. No framework on purpose: the
@@ -60,6 +60,10 @@ export interface HttpServerOptions {
   /** `--http-restricted-api`, parsed (protocol/restricted.ts). */
   restrictions?: Restrictions;
   logger?: Logger;
+  /** More routes, matched before Triton's table (the web console mounts `/console` this way). */
+  routes?: readonly Route[];
+  /** Says why a request is refused with 403 before routing (cross-site requests), or undefined to let it through. */
+  refuse?: (req: IncomingMessage) => string | undefined;
 }
 
 export interface RunningHttpServer {
@@ -96,7 +100,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
     throw new InvalidArgError(`--http-port must be an integer in [0, 65535], got ${opts.port}`);
   }
-  const routes = buildRoutes(CORE_HANDLERS);
+  const routes = [...(opts.routes ?? []), ...buildRoutes(CORE_HANDLERS)];
   const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
 
   // Open connections, with how many requests each has in progress and when it last finished one (for the drain).
@@ -109,7 +113,11 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
       conn.active--;
       conn.idleSince = Date.now();
     });
-    dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions })
+    const refused = opts.refuse?.(req);
+    (refused === undefined
+      ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions })
+      : sendJson(req, res, 403, { error: refused })
+    )
       .catch((err: unknown) => sendError(req, res, err, logger))
       .catch((err: unknown) => {
         // Even the error response failed (socket gone, compression failed): never leave the request hanging.
@@ -167,7 +175,13 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
           const over = now >= deadline;
           // Past the deadline a busy connection is closed as soon as its response is done (it is idle then).
           for (const [socket, conn] of connections) {
-            if (conn.active === 0 && (over || now - conn.idleSince >= idleMs)) socket.destroy();
+            // end(), not destroy(): a response just written may still sit in the socket's buffers, and destroying
+            // it cut the end of large responses at shutdown (measured: 970,105 of 1,048,734 bytes arrived).
+            // Past the deadline a client that never closes its side is cut off.
+            if (conn.active === 0 && (over || now - conn.idleSince >= idleMs)) {
+              if (over && socket.writableEnded) socket.destroy();
+              else socket.end();
+            }
           }
           if (connections.size === 0) {
             clearInterval(timer);

@@ -1,0 +1,264 @@
+import { CancelledError, InternalError, InvalidArgError, NereidError } from '../../../core/errors.js';
+import type { Tensor } from '../../../core/tensor.js';
+import koffi from 'koffi';
+import type { ExecuteTimings, TensorSignature } from '../../contract.js';
+import { callAsync, check, ortApi, OrtStatusError, type Out, type Ptr } from './api.js';
+import type { OrtSession, SessionTensor } from './session.js';
+import { OutputShapes } from './output-shapes.js';
+import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
+
+/**
+ * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
+ * synchronous `Run` called on libuv's thread pool through koffi.
+ *
+ * Threading: `run` is called on the JavaScript thread, one run at a time per runner (an instance executes one
+ * batch at a time). The native Run occupies one pool thread for its whole duration and uses the session's own
+ * (or the global) intra-op threads; nothing in it calls back into JavaScript, so a busy event loop never stalls
+ * it, and it works with intra_op_thread_count 1 (the pool thread computes).
+ *
+ * Memory: input OrtValues borrow the request's TypedArrays; both stay referenced by this function's frame until
+ * Run returned and the OrtValues were released. Outputs land in JavaScript memory once: when the same input
+ * shapes ran before, the outputs are preallocated in JavaScript memory of the shapes seen then and onnxruntime
+ * writes (GPU: copies device-to-host) into them; otherwise onnxruntime allocates them and they are copied once.
+ * Output OrtValues are released on every path.
+ */
+
+export interface RunResult {
+  outputs: Tensor[];
+  timings: ExecuteTimings;
+}
+
+export interface RunnerOptions {
+  /** AddRunConfigEntry pairs (memory.enable_memory_arena_shrinkage). */
+  runConfig: ReadonlyArray<readonly [string, string]>;
+  /** onnxruntime log severity for runs (0 verbose … 4 fatal). */
+  logSeverity: number;
+  /** The env's CPU memory info (inputs live there) and onnxruntime's default allocator (string tensors). */
+  cpuMemoryInfo: Ptr;
+  allocator: Ptr;
+  tag: string;
+  /**
+   * Overridable initializers the config declares as (optional) inputs: graph inputs with a default in the file, which
+   * onnxruntime does not list among the session's inputs but accepts as feeds by name.
+   */
+  overridable?: readonly TensorSignature[];
+}
+
+export class OrtRunner {
+  readonly #session: OrtSession;
+  readonly #opts: RunnerOptions;
+  readonly #runOptions: Ptr;
+  readonly #inputs: ReadonlyMap<string, SessionTensor>;
+  readonly #ownNames: SessionTensor[];
+  readonly #outputs: ReadonlyMap<string, SessionTensor>;
+  readonly #shapes = new OutputShapes();
+  #terminated = false;
+  #running = false;
+  #released = false;
+
+  constructor(session: OrtSession, opts: RunnerOptions) {
+    const api = ortApi();
+    this.#session = session;
+    this.#opts = opts;
+    const extra = (opts.overridable ?? []).filter((t) => !session.inputs.some((i) => i.name === t.name));
+    // Their names as C strings of our own, alive as long as the runner (released in release()).
+    this.#ownNames = extra.map((t) => {
+      const bytes = Buffer.from(`${t.name}\0`, 'utf8');
+      const ptr = koffi.alloc('char', bytes.length) as Ptr;
+      koffi.encode(ptr, 'char', bytes, bytes.length);
+      return { ...t, namePtr: ptr };
+    });
+    this.#inputs = new Map([...session.inputs, ...this.#ownNames].map((t) => [t.name, t]));
+    this.#outputs = new Map(session.outputs.map((t) => [t.name, t]));
+    const out: Out = [null];
+    check(api.CreateRunOptions(out));
+    this.#runOptions = out[0] as Ptr;
+    try {
+      check(api.RunOptionsSetRunTag(this.#runOptions, opts.tag));
+      check(api.RunOptionsSetRunLogSeverityLevel(this.#runOptions, opts.logSeverity));
+      for (const [k, v] of opts.runConfig) check(api.AddRunConfigEntry(this.#runOptions, k, v));
+    } catch (err) {
+      api.ReleaseRunOptions(this.#runOptions);
+      throw err;
+    }
+  }
+
+  get running(): boolean {
+    return this.#running;
+  }
+
+  /**
+   * Asks onnxruntime to stop the run in flight (RunOptionsSetTerminate: checked between nodes); that run then
+   * rejects with CANCELLED. A no-op when nothing runs.
+   */
+  terminate(): void {
+    if (!this.#running || this.#terminated || this.#released) return;
+    this.#terminated = true;
+    check(ortApi().RunOptionsSetTerminate(this.#runOptions));
+  }
+
+  /** One Run of `inputs` producing `outputNames` in that order. */
+  async run(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<RunResult> {
+    if (this.#released) throw new InternalError('onnxruntime runner used after release');
+    if (this.#running) throw new InternalError('onnxruntime runner: one run at a time');
+    const api = ortApi();
+    const t0 = process.hrtime.bigint();
+    const inNames: Ptr[] = [];
+    const outNames: Ptr[] = [];
+    for (const name of outputNames) {
+      const t = this.#outputs.get(name);
+      if (t === undefined) throw new InvalidArgError(`unexpected inference output '${name}' for the model`);
+      outNames.push(t.namePtr);
+    }
+    const values: InputValue[] = [];
+    this.#running = true;
+    try {
+      for (const t of inputs) {
+        const s = this.#inputs.get(t.name);
+        if (s === undefined) throw new InvalidArgError(`unexpected inference input '${t.name}' for the model`);
+        if (s.datatype !== t.datatype) {
+          throw new InvalidArgError(`input '${t.name}': expected ${s.datatype}, got ${t.datatype}`);
+        }
+        // Checked here rather than by onnxruntime: its failed runs leak a few KB each (1.30, measured; the JS
+        // binding too), and a malformed request is the common failure.
+        if (t.shape.length !== s.dims.length || s.dims.some((d, k) => d >= 0 && d !== t.shape[k])) {
+          throw new InvalidArgError(
+            `input '${t.name}': the model expects shape [${s.dims.join(',')}], got [${t.shape.join(',')}]`,
+          );
+        }
+        values.push(createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator));
+        inNames.push(s.namePtr);
+      }
+      const key = OutputShapes.key(inputs);
+      const t1 = process.hrtime.bigint();
+      let outputs: Tensor[];
+      const known = this.#shapes.get(key);
+      const guess = known !== undefined && outputNames.every((n) => known.has(n)) ? known : undefined;
+      if (guess !== undefined) {
+        try {
+          outputs = await this.#runInto(inNames, values, outNames, outputNames, guess);
+        } catch (err) {
+          // A cancelled run is not retried; any other failure may be our shape guess (a mismatch is reported as
+          // a generic failure): run again the plain way, which reports the model's own error if there is one.
+          if (this.#terminated) throw this.#runError(err);
+          this.#shapes.unstable(key);
+          outputs = await this.#runPlain(inNames, values, outNames, outputNames);
+        }
+      } else {
+        outputs = await this.#runPlain(inNames, values, outNames, outputNames);
+        this.#shapes.remember(key, outputs);
+      }
+      const t2 = this.#ranAt;
+      const t3 = process.hrtime.bigint();
+      return {
+        outputs,
+        timings: { computeInputNs: Number(t1 - t0), computeInferNs: Number(t2 - t1), computeOutputNs: Number(t3 - t2) },
+      };
+    } finally {
+      // The run is over (or never started): the inputs' memory may go now.
+      for (const v of values) api.ReleaseValue(v.value);
+      if (this.#terminated) {
+        this.#terminated = false;
+        check(api.RunOptionsUnsetTerminate(this.#runOptions));
+      }
+      this.#running = false;
+    }
+  }
+
+  /** When the last native Run returned (the rest of `run` is reading outputs). */
+  #ranAt = 0n;
+
+  /** Run with onnxruntime allocating the outputs, then one copy each into JavaScript memory. */
+  async #runPlain(
+    inNames: Ptr[],
+    values: InputValue[],
+    outNames: Ptr[],
+    outputNames: readonly string[],
+  ): Promise<Tensor[]> {
+    const api = ortApi();
+    const outs: Array<Ptr | null> = new Array(outNames.length).fill(null);
+    try {
+      await this.#call(inNames, values, outNames, outs);
+      const outputs: Tensor[] = [];
+      for (let i = 0; i < outs.length; i++) outputs.push(readOutput(outputNames[i], outs[i] as Ptr));
+      return outputs;
+    } finally {
+      for (const v of outs) if (v !== null) api.ReleaseValue(v);
+    }
+  }
+
+  /** Run into preallocated JavaScript outputs of the guessed shapes: no copy afterwards. */
+  async #runInto(
+    inNames: Ptr[],
+    values: InputValue[],
+    outNames: Ptr[],
+    outputNames: readonly string[],
+    guess: ReadonlyMap<string, { datatype: Tensor['datatype']; shape: readonly number[] }>,
+  ): Promise<Tensor[]> {
+    const api = ortApi();
+    const buffers: OutputBuffer[] = [];
+    try {
+      for (const n of outputNames) {
+        const g = guess.get(n)!;
+        buffers.push(createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo));
+      }
+      const outs: Array<Ptr | null> = buffers.map((b) => b.value);
+      await this.#call(inNames, values, outNames, outs);
+      return buffers.map((b) => b.tensor);
+    } finally {
+      // The tensors' memory stays referenced by `buffers` until here: onnxruntime wrote into it during Run.
+      for (const b of buffers) api.ReleaseValue(b.value);
+    }
+  }
+
+  /** The native Run on a pool thread; `outs` holds preallocated values or nulls onnxruntime fills. */
+  async #call(inNames: Ptr[], values: InputValue[], outNames: Ptr[], outs: Array<Ptr | null>): Promise<void> {
+    const api = ortApi();
+    const preset = outs.map((v) => v !== null);
+    try {
+      await callAsync(
+        api.Run,
+        this.#session.ptr,
+        this.#runOptions,
+        inNames,
+        values.map((v) => v.value),
+        values.length,
+        outNames,
+        outNames.length,
+        outs,
+      );
+    } catch (err) {
+      // Values onnxruntime created before failing are ours to release; preallocated ones the caller releases.
+      outs.forEach((v, i) => {
+        if (v !== null && !preset[i]) {
+          api.ReleaseValue(v);
+          outs[i] = null;
+        }
+      });
+      throw this.#runError(err);
+    } finally {
+      this.#ranAt = process.hrtime.bigint();
+    }
+  }
+
+  #runError(err: unknown): NereidError {
+    if (err instanceof NereidError) return err;
+    if (this.#terminated)
+      return new CancelledError('the run was cancelled (onnxruntime terminated it)', { cause: err });
+    if (err instanceof OrtStatusError) {
+      const message = `onnxruntime: ${err.message}`;
+      if (err.ortCode === 'ORT_INVALID_ARGUMENT') return new InvalidArgError(message, { cause: err });
+      return new InternalError(message, { cause: err });
+    }
+    return NereidError.from(err);
+  }
+
+  /** Releases the run options. Idempotent; never with a run in flight. */
+  release(): void {
+    if (this.#released) return;
+    if (this.#running) throw new InternalError('onnxruntime runner released during a run');
+    this.#released = true;
+    ortApi().ReleaseRunOptions(this.#runOptions);
+    for (const t of this.#ownNames) koffi.free(t.namePtr);
+  }
+}

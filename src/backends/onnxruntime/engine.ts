@@ -1,0 +1,527 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ModelConfig } from '../../config/model-config.js';
+import type { DataType } from '../../core/datatypes.js';
+import {
+  CancelledError,
+  InvalidArgError,
+  NereidError,
+  NotFoundError,
+  UnavailableError,
+  UnsupportedError,
+} from '../../core/errors.js';
+import { noopLogger, type Logger } from '../../core/logger.js';
+import { completeConfig } from '../autocomplete.js';
+import type {
+  BackendConfig,
+  BackendDescriptor,
+  EngineAdapter,
+  EngineInstance,
+  EngineLoadContext,
+  EngineModel,
+  EngineRequest,
+  ExecuteTimings,
+  InstanceKind,
+  InstanceSpec,
+  ModelSignature,
+  Responder,
+  TensorSignature,
+} from '../contract.js';
+import { batchOutputNames, joinInputs, splitOutputs } from '../batching.js';
+import { overridableSignatures } from './initializers.js';
+import { check, ortApi, OrtStatusError, type Out, type Ptr } from './capi/api.js';
+import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
+import { ortLibraryDir } from './capi/library.js';
+import { providerError } from './capi/providers.js';
+import { OrtRunner } from './capi/run.js';
+import { createSessionOptions } from './capi/session-options.js';
+import { OrtSession } from './capi/session.js';
+import { runThreads } from './capi/threadpool.js';
+import { planSession, providersFor, type ProviderPlan, type SessionPlan } from './options-capi.js';
+
+/**
+ * The onnxruntime engine over onnxruntime's C API (koffi), for the in-process transport: everything runs on the
+ * main thread except session creation/release and `Run`, which koffi runs on libuv's thread pool. No worker
+ * thread, no per-request message hop; the event loop never waits for onnxruntime.
+ *
+ * One OrtSession per instance (Triton's model): KIND_CPU on the CPU provider (plus OpenVINO when configured),
+ * KIND_GPU on the CUDA provider of its device (TensorRT first when configured). The model holds a reference on the
+ * process's OrtEnv while it is loaded.
+ */
+
+export const DEFAULT_MODEL_FILENAME = 'model.onnx';
+
+/** Every datatype onnxruntime's C API carries (BF16 too: raw bits, unlike onnxruntime-node's JS API). */
+export const ORT_CAPI_DATATYPES: readonly DataType[] = [
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BF16',
+  'BYTES',
+];
+
+/**
+ * True when a KIND_GPU instance could run here: the CUDA provider libraries sit beside libonnxruntime and the
+ * NVIDIA driver lists a GPU. Cheap (no CUDA call); the session itself is the real test.
+ */
+export function gpuUsable(): boolean {
+  try {
+    const dir = ortLibraryDir();
+    const libs = ['libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so'];
+    return libs.every((f) => existsSync(join(dir, f))) && readdirSync('/proc/driver/nvidia/gpus').length > 0;
+  } catch {
+    return false;
+  }
+}
+
+/** The descriptor for the in-process onnxruntime backend (`inProcessBackend(descriptor, adapter)`). */
+export function onnxruntimeDescriptor(): BackendDescriptor & {
+  kinds: readonly InstanceKind[];
+  defaultCpuInstanceCount: number;
+} {
+  return {
+    name: 'onnxruntime',
+    platforms: ['onnxruntime_onnx'],
+    defaultModelFilename: DEFAULT_MODEL_FILENAME,
+    datatypes: ORT_CAPI_DATATYPES,
+    sections: [],
+    // KIND_AUTO takes the first: GPU where one is usable (Triton's rule). KIND_GPU stays accepted elsewhere so
+    // that its load fails with the engine's reason (the missing library, no device) instead of a generic refusal.
+    kinds: gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU'],
+    // Triton's onnxruntime backend: a KIND_CPU group without a count has 2 instances.
+    defaultCpuInstanceCount: 2,
+  };
+}
+
+/** An ONNX model is a file, or (models with external data) a directory holding `model.onnx`, as in Triton. */
+export async function resolveModelFile(modelPath: string): Promise<string> {
+  let st;
+  try {
+    st = await stat(modelPath);
+  } catch (err) {
+    throw new NotFoundError(`model file '${modelPath}' does not exist`, { cause: err });
+  }
+  if (!st.isDirectory()) return modelPath;
+  const inner = join(modelPath, DEFAULT_MODEL_FILENAME);
+  if (!existsSync(inner)) throw new NotFoundError(`model directory '${modelPath}' has no ${DEFAULT_MODEL_FILENAME}`);
+  return inner;
+}
+
+/**
+ * onnxruntime's log severity from our log level: verbose only when we are. Otherwise only fatal: a run error (a
+ * client's out-of-range token id, say) already reaches the client and our log through the error we return, and
+ * onnxruntime writing each one to stderr again would let any client flood it.
+ */
+export function ortLogSeverity(level: string): number {
+  return level === 'trace' ? 0 : level === 'debug' ? 1 : 4;
+}
+
+/** A session that failed to create: the model or an option is the operator's to fix, a provider's failure is not. */
+function createError(err: unknown, providers: readonly ProviderPlan[], where: string): NereidError {
+  if (err instanceof NereidError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  const gpu = providers.find((p) => p.name !== 'openvino');
+  if (gpu !== undefined && /CUDA|cuda|cudnn|CUBLAS|cublas|TensorRT|nvinfer|device|GPU/.test(message)) {
+    return providerError(gpu.name, where, err);
+  }
+  if (err instanceof OrtStatusError && err.ortCode === 'ORT_NOT_IMPLEMENTED') {
+    return new UnsupportedError(`${where}: onnxruntime cannot run this model: ${message}`, { cause: err });
+  }
+  return new InvalidArgError(`${where}: onnxruntime could not load the model: ${message}`, { cause: err });
+}
+
+/**
+ * Errors after which an instance must not run again: CUDA's sticky errors leave the device context unusable for
+ * the process. An out-of-memory error is not sticky (the request fails, the instance keeps serving).
+ */
+const STICKY =
+  /illegal memory access|illegal address|unspecified launch failure|device-side assert|misaligned address|cudaErrorLaunchFailure|CUDA failure 7[0-9]{2}|CUDA error.*(?:700|719|710|716)/i;
+
+export function isStickyError(err: unknown): boolean {
+  return STICKY.test(err instanceof Error ? err.message : String(err));
+}
+
+/** Model instances live in this process now (all models), against libuv's pool (capi/threadpool.ts). */
+let liveInstances = 0;
+
+interface ModelState {
+  name: string;
+  plan: SessionPlan;
+  modelFile: string;
+  lease: EnvLease;
+  logSeverity: number;
+  /** max_batch_size > 0: requests of a batch run as one. */
+  batching: boolean;
+  ragged: ReadonlySet<string>;
+  logger: Logger;
+  /** Test hook: each instance's session writes its optimized graph to `<prefix><instance>.onnx`. */
+  optimizedModelPrefix?: string;
+  /** Declared inputs that are overridable initializers (fed by name when a request sends them). */
+  overridable: readonly TensorSignature[];
+}
+
+/** One instance: one OrtSession and its runner. Threading: main thread; one execute at a time (host's rule). */
+export class CapiInstance implements EngineInstance {
+  readonly name: string;
+  /** Settles (never rejects) when the instance hit a sticky error: the transport marks the model UNAVAILABLE. */
+  readonly died: Promise<Error>;
+  readonly #state: ModelState;
+  readonly #session: OrtSession;
+  readonly #runner: OrtRunner;
+  #current: Promise<unknown> | undefined;
+  #failure: Error | undefined;
+  #die!: (err: Error) => void;
+  #destroying: Promise<void> | undefined;
+
+  constructor(name: string, state: ModelState, session: OrtSession, runner: OrtRunner) {
+    this.name = name;
+    this.#state = state;
+    this.#session = session;
+    this.#runner = runner;
+    this.died = new Promise((resolve) => (this.#die = resolve));
+  }
+
+  /** The session's signature (names, datatypes, dims as onnxruntime reports them). */
+  signature(): ModelSignature {
+    return this.#session.signature();
+  }
+
+  /** Test hook: the session's CPU arena statistics (onnxruntime's AllocatorGetStats keys). */
+  cpuArenaStats(): Record<string, number> {
+    return arenaStats(this.#session.ptr, this.#state.lease.cpuMemoryInfo);
+  }
+
+  /** Test hook: the session's CUDA arena statistics on `device` (GPU script). */
+  gpuArenaStats(device: number): Record<string, number> {
+    const api = ortApi();
+    const out: Out = [null];
+    // OrtArenaAllocator (1), OrtMemTypeDefault (0): the CUDA provider's device arena.
+    check(api.CreateMemoryInfo('Cuda', 1, device, 0, out));
+    try {
+      return arenaStats(this.#session.ptr, out[0] as Ptr);
+    } finally {
+      api.ReleaseMemoryInfo(out[0]);
+    }
+  }
+
+  async execute(
+    requests: readonly EngineRequest[],
+    responder: Responder,
+    signal: AbortSignal,
+  ): Promise<ExecuteTimings> {
+    if (this.#failure !== undefined) throw this.#failure;
+    if (this.#destroying !== undefined) throw new UnavailableError(`instance ${this.name} is being destroyed`);
+    if (signal.aborted) throw new CancelledError('request was cancelled before execution');
+    const onAbort = (): void => this.#runner.terminate();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const work = this.#execute(requests, responder);
+    this.#current = work;
+    try {
+      return await work;
+    } catch (err) {
+      if (isStickyError(err)) this.#fail(err as Error);
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      this.#current = undefined;
+    }
+  }
+
+  async #execute(requests: readonly EngineRequest[], responder: Responder): Promise<ExecuteTimings> {
+    if (this.#state.batching || requests.length === 1) {
+      const inputs = joinInputs(requests, this.#state.ragged);
+      const { outputs, timings } = await this.#runner.run(inputs, batchOutputNames(requests));
+      const t = process.hrtime.bigint();
+      splitOutputs(requests, outputs).forEach((r, i) => responder.send(i, r, { final: true }));
+      timings.computeOutputNs += Number(process.hrtime.bigint() - t);
+      return timings;
+    }
+    // A model without a batch dimension runs its requests one by one; each gets its own answer or error.
+    const sum: ExecuteTimings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
+    for (let i = 0; i < requests.length; i++) {
+      try {
+        const { outputs, timings } = await this.#runner.run(requests[i].inputs, requests[i].outputs);
+        responder.send(
+          i,
+          { outputs: requests[i].outputs.map((n) => outputs.find((o) => o.name === n)!) },
+          { final: true },
+        );
+        sum.computeInputNs += timings.computeInputNs;
+        sum.computeInferNs += timings.computeInferNs;
+        sum.computeOutputNs += timings.computeOutputNs;
+      } catch (err) {
+        if (isStickyError(err) || err instanceof CancelledError) throw err;
+        responder.send(i, NereidError.from(err), { final: true });
+      }
+    }
+    return sum;
+  }
+
+  #fail(err: Error): void {
+    if (this.#failure !== undefined) return;
+    this.#failure = new UnavailableError(`instance ${this.name} failed and cannot run again: ${err.message}`, {
+      cause: err,
+    });
+    this.#state.logger.error({ err, instance: this.name }, 'onnxruntime instance failed');
+    this.#die(this.#failure);
+  }
+
+  /**
+   * Releases the run options and the session. The host calls it after the last execute settled; if a run is
+   * still in flight anyway (an unload racing a run), it is terminated and awaited first: releasing a session
+   * under a running Run would free memory onnxruntime is using.
+   */
+  destroy(): Promise<void> {
+    this.#destroying ??= this.#destroy();
+    return this.#destroying;
+  }
+
+  async #destroy(): Promise<void> {
+    if (this.#current !== undefined) {
+      this.#runner.terminate();
+      await this.#current.catch(() => undefined);
+    }
+    this.#runner.release();
+    await this.#session.release();
+    liveInstances--;
+  }
+}
+
+class CapiModel implements EngineModel {
+  readonly #state: ModelState;
+  readonly #instances = new Set<CapiInstance>();
+  #unloaded = false;
+
+  constructor(state: ModelState) {
+    this.#state = state;
+  }
+
+  async createInstance(spec: InstanceSpec, signal: AbortSignal): Promise<CapiInstance> {
+    if (this.#unloaded) throw new UnavailableError(`model ${this.#state.name} is unloaded`);
+    const s = this.#state;
+    const providers = providersFor(s.plan, spec);
+    const api = ortApi();
+    const options = createSessionOptions({
+      plan: s.plan,
+      providers,
+      globalThreadPool: s.lease.globalThreadPool,
+      logSeverity: s.logSeverity,
+      logId: spec.name,
+      optimizedModelPath:
+        s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
+    });
+    let session: OrtSession;
+    try {
+      session = await OrtSession.create(s.lease.env, s.modelFile, options, signal);
+    } catch (err) {
+      throw createError(err, providers, `instance ${spec.name}`);
+    } finally {
+      api.ReleaseSessionOptions(options);
+    }
+    let runner: OrtRunner;
+    try {
+      const out: Out = [null];
+      check(api.GetAllocatorWithDefaultOptions(out));
+      runner = new OrtRunner(session, {
+        runConfig: s.plan.runConfig,
+        logSeverity: s.logSeverity,
+        cpuMemoryInfo: s.lease.cpuMemoryInfo,
+        allocator: out[0] as Ptr,
+        tag: spec.name,
+        overridable: s.overridable,
+      });
+    } catch (err) {
+      await session.release();
+      throw err;
+    }
+    const instance = new CapiInstance(spec.name, s, session, runner);
+    this.#instances.add(instance);
+    liveInstances++;
+    if (liveInstances > runThreads()) {
+      s.logger.warn(
+        { model: s.name, instances: liveInstances, runThreads: runThreads() },
+        `${liveInstances} onnxruntime instances can run at once but libuv's pool leaves ${runThreads()} threads for ` +
+          `runs: runs beyond that wait for a thread; start nereid with UV_THREADPOOL_SIZE=${liveInstances + 4} or more`,
+      );
+    }
+    return instance;
+  }
+
+  /** Releases what the model holds: instances the host did not destroy (defensive), then the env reference. */
+  async unload(): Promise<void> {
+    if (this.#unloaded) return;
+    this.#unloaded = true;
+    await Promise.all([...this.#instances].map((i) => i.destroy()));
+    this.#instances.clear();
+    this.#state.lease.release();
+  }
+}
+
+/** `--backend-config=onnxruntime,default-max-batch-size=N` (Triton's default 4). */
+export function defaultMaxBatchSize(s: string | undefined): number {
+  if (s === undefined) return 4;
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new InvalidArgError(`backend-config default-max-batch-size must be a non-negative integer, got '${s}'`);
+  }
+  return n;
+}
+
+/**
+ * Reads a model's inputs and outputs through a short-lived session: graph optimizations off (faster, and they do
+ * not change the interface), one thread (it runs nothing), on a pool thread. Dims are -1 where symbolic.
+ */
+export async function readSignature(modelPath: string, signal?: AbortSignal): Promise<ModelSignature> {
+  const file = await resolveModelFile(modelPath);
+  const lease = acquireAnyEnv(4);
+  const api = ortApi();
+  try {
+    const plan = planSession({
+      optimization: { graph: { level: 2 } },
+      parameters: { intra_op_thread_count: { string_value: '1' }, inter_op_thread_count: { string_value: '1' } },
+    });
+    const options = createSessionOptions({
+      plan,
+      providers: [],
+      globalThreadPool: lease.globalThreadPool,
+      logSeverity: 4,
+      logId: 'signature',
+    });
+    let session: OrtSession;
+    try {
+      session = await OrtSession.create(lease.env, file, options, signal);
+    } catch (err) {
+      throw createError(err, [], `model file '${file}'`);
+    } finally {
+      api.ReleaseSessionOptions(options);
+    }
+    try {
+      return session.signature();
+    } finally {
+      await session.release();
+    }
+  } finally {
+    lease.release();
+  }
+}
+
+/** What autoComplete is given (the lead's EngineAutoCompleteContext). */
+export interface OrtAutoCompleteContext {
+  modelName: string;
+  modelPath: string;
+  backendConfig: BackendConfig;
+  autoComplete: boolean;
+}
+
+/** Triton's auto-complete for onnxruntime: the signature read through the C API, then Triton's rules. */
+export async function autoCompleteOnnx(
+  config: ModelConfig,
+  ctx: OrtAutoCompleteContext,
+): Promise<{ config: ModelConfig; warnings: string[] }> {
+  const sig = await readSignature(ctx.modelPath);
+  const warnings: string[] = [];
+  // Only a config that declares inputs the session does not list needs the file read for its initializers
+  // (onnxruntime's overridable initializers: a request may leave them out; declared `optional: true`).
+  const listed = new Set(sig.inputs.map((t) => t.name));
+  const optionalInputs = (config.input ?? []).some((i) => !listed.has(i.name as string))
+    ? overridableSignatures(new Uint8Array(await readFile(await resolveModelFile(ctx.modelPath))), ctx.modelName)
+    : [];
+  const completed = completeConfig(config, sig, ctx.modelName, {
+    optionalInputs,
+    autoComplete: ctx.autoComplete,
+    defaultMaxBatchSize: defaultMaxBatchSize(ctx.backendConfig['default-max-batch-size']),
+    warn: (w) => warnings.push(w),
+  });
+  return { config: completed, warnings };
+}
+
+/** Test hooks of a load, beside the contract's context. */
+interface LoadHooks {
+  /** A logger for the engine's own warnings (the in-process transport may pass the host's). */
+  logger?: Logger;
+  /** Each session writes its optimized graph to `<prefix><instance>.onnx` (observes the graph level). */
+  optimizedModelPrefix?: string;
+}
+
+/** The onnxruntime C API engine. */
+export function onnxruntimeCapiAdapter(): EngineAdapter & { autoComplete: typeof autoCompleteOnnx } {
+  return {
+    autoComplete: autoCompleteOnnx,
+    async load(ctx: EngineLoadContext & LoadHooks, signal: AbortSignal): Promise<EngineModel> {
+      if (signal.aborted) throw new CancelledError('model load was cancelled');
+      const logger = (ctx.logger ?? noopLogger).child({ model: ctx.name, version: ctx.version });
+      const plan = planSession(ctx.config, ctx.backendConfig);
+      for (const w of plan.warnings) logger.warn(w);
+      const modelFile = await resolveModelFile(ctx.modelPath);
+      const logSeverity = ortLogSeverity(ctx.logLevel);
+      const lease = acquireEnv({ logSeverity, globalThreadPool: plan.globalThreadPool });
+      const ragged = new Set(
+        (ctx.config.input ?? []).filter((i) => i.allow_ragged_batch === true).map((i) => i.name as string),
+      );
+      // Only a config declaring `optional` inputs can name overridable initializers: read the file for them then.
+      const declared = new Set((ctx.config.input ?? []).filter((i) => i.optional).map((i) => i.name as string));
+      const overridable =
+        declared.size === 0
+          ? []
+          : overridableSignatures(new Uint8Array(await readFile(modelFile)), ctx.name).filter((t) =>
+              declared.has(t.name),
+            );
+      return new CapiModel({
+        name: ctx.name,
+        plan,
+        modelFile,
+        lease,
+        logSeverity,
+        batching: (ctx.config.max_batch_size ?? 0) > 0,
+        ragged,
+        logger,
+        optimizedModelPrefix: ctx.optimizedModelPrefix,
+        overridable,
+      });
+    },
+  };
+}
+
+/** A session's CPU arena statistics (AllocatorGetStats), numbers by key. */
+function arenaStats(session: Ptr, cpuMemoryInfo: Ptr): Record<string, number> {
+  const api = ortApi();
+  const out: Out = [null];
+  check(api.CreateAllocator(session, cpuMemoryInfo, out));
+  const allocator = out[0] as Ptr;
+  try {
+    check(api.AllocatorGetStats(allocator, out));
+    const kvps = out[0] as Ptr;
+    try {
+      const stats: Record<string, number> = {};
+      for (const key of [
+        'Limit',
+        'InUse',
+        'TotalAllocated',
+        'MaxInUse',
+        'NumAllocs',
+        'NumReserves',
+        'NumArenaExtensions',
+        'NumArenaShrinkages',
+        'MaxAllocSize',
+      ]) {
+        const v = api.GetKeyValue(kvps, key) as string | null;
+        if (v !== null) stats[key] = Number(v);
+      }
+      return stats;
+    } finally {
+      api.ReleaseKeyValuePairs(kvps);
+    }
+  } finally {
+    api.ReleaseAllocator(allocator);
+  }
+}
