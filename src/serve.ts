@@ -16,7 +16,8 @@ import {
   type GrpcTlsOptions,
   type RunningGrpcServer,
 } from './protocol/grpc/index.js';
-import { startHttpServer } from './protocol/http/server.js';
+import { DEFAULT_MAX_INPUT_SIZE, startHttpServer } from './protocol/http/server.js';
+import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import { InferenceServer, type InferenceServerOptions } from './server/server.js';
 
@@ -33,8 +34,25 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpAddress?: string;
   /** `--http-max-input-size`: largest request body after decompression, in bytes. */
   httpMaxInputSize?: number;
+  /** `--max-response-bytes` (Nereid): largest inference response, HTTP body or gRPC message (default INT32_MAX). */
+  maxResponseBytes?: number;
+  /** `--http-max-connections` (Nereid): open HTTP connections at most (default 4096). */
+  httpMaxConnections?: number;
+  /** `--http-headers-timeout-secs` (Nereid): time for a request's headers to arrive (default 60). */
+  httpHeadersTimeoutSecs?: number;
+  /** `--http-request-timeout-secs` (Nereid): time for a whole request, body included, to arrive (default 300). */
+  httpRequestTimeoutSecs?: number;
+  /**
+   * During a shutdown, how long an idle HTTP keep-alive connection stays open for its client's next request (Triton
+   * serves open connections until its exit timeout). Default 5000 ms; 0 closes idle connections at once.
+   */
+  httpDrainIdleMs?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
+  /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
+  httpRestrictedApi?: readonly string[];
+  /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
+  grpcRestrictedProtocol?: readonly string[];
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
@@ -46,6 +64,13 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   grpcCompressionLevel?: 'none' | 'low' | 'medium' | 'high';
   /** `--grpc-use-ssl[-mutual]` with the PEM contents already read. */
   grpcTls?: GrpcTlsOptions;
+  /**
+   * `--grpc-max-input-size` (Nereid): largest gRPC message received, after decompression. Default: the HTTP limit
+   * (`--http-max-input-size`, 64 MiB), where Triton accepts up to 2 GiB.
+   */
+  grpcMaxInputSize?: number;
+  /** `--grpc-max-response-pool-size`: responses pending per ModelStreamInfer stream before it stops reading (256). */
+  grpcMaxResponsePoolSize?: number;
   /** Seconds in-flight work may take to finish at shutdown (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   /** `--allow-metrics` (default true). */
@@ -103,6 +128,16 @@ export interface RunningNereid {
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   checkServerOptions(opts);
   const D = SERVER_DEFAULTS;
+  // Parsed before any model loads, so a mistyped restriction fails start-up at once.
+  const httpRestrictions = parseRestrictions(opts.httpRestrictedApi ?? [], {
+    flag: 'http-restricted-api',
+    kind: 'api',
+  });
+  const grpcRestrictions = parseRestrictions(opts.grpcRestrictedProtocol ?? [], {
+    flag: 'grpc-restricted-protocol',
+    kind: 'protocol',
+    prefix: GRPC_RESTRICTED_HEADER_PREFIX,
+  });
   const backends = defaultBackends();
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
@@ -120,6 +155,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    allowClientShm: opts.allowClientShm,
     allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
     gpus: opts.gpus ?? (await cudaDeviceIds()),
     responseCacheBytes: opts.responseCacheBytes,
@@ -139,6 +175,10 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         keepalive: opts.grpcKeepalive,
         compressionLevel: opts.grpcCompressionLevel,
         tls: opts.grpcTls,
+        maxMessageSize: opts.grpcMaxInputSize ?? opts.httpMaxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
+        maxResponseBytes: opts.maxResponseBytes,
+        maxResponsePoolSize: opts.grpcMaxResponsePoolSize,
+        restrictions: grpcRestrictions,
         logger: opts.logger,
       });
       opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
@@ -174,6 +214,11 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
+        maxResponseBytes: opts.maxResponseBytes,
+        maxConnections: opts.httpMaxConnections,
+        headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
+        requestTimeoutSecs: opts.httpRequestTimeoutSecs,
+        restrictions: httpRestrictions,
         logger: opts.logger,
         routes,
         refuse: crossSiteRefusal,
@@ -201,8 +246,10 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       closing ??= (async () => {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
+        // Open HTTP connections keep being served until they close or the exit timeout (Triton); gRPC streams in
+        // flight get the same time.
         const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
-        await Promise.all([http?.close(), grpc?.close(graceMs)]);
+        await Promise.all([http?.close({ drainMs: graceMs, idleMs: opts.httpDrainIdleMs }), grpc?.close(graceMs)]);
         await metrics?.close();
         await server.close();
         await closeBackends();

@@ -1,5 +1,8 @@
 import { InvalidArgError } from '../core/errors.js';
 import { SERVER_DEFAULTS } from '../server/defaults.js';
+import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
+import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
+import { DEFAULT_MAX_RESPONSE_BYTES } from '../protocol/kserve/response-size.js';
 
 /**
  * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
@@ -28,6 +31,32 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  'max-response-bytes': {
+    kind: 'int',
+    help: "Nereid's own: largest inference response (HTTP body or gRPC message), bytes; refused with 400 before it is built.",
+    default: DEFAULT_MAX_RESPONSE_BYTES,
+  },
+  'http-max-connections': {
+    kind: 'int',
+    help: "Nereid's own: open HTTP connections at most.",
+    default: HTTP_LIMIT_DEFAULTS.maxConnections,
+  },
+  'http-headers-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds for a request's headers to arrive.",
+    default: HTTP_LIMIT_DEFAULTS.headersTimeoutSecs,
+  },
+  'http-request-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds for a whole request, body included, to arrive (408 after).",
+    default: HTTP_LIMIT_DEFAULTS.requestTimeoutSecs,
+  },
+  'http-restricted-api': {
+    kind: 'list',
+    help:
+      'Restrict HTTP APIs to requests with a header: <api>[,<api>...]:<key>=<value> (repeatable). APIs: health, ' +
+      'metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.',
+  },
   console: {
     kind: 'bool',
     help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',
@@ -36,6 +65,19 @@ export const FLAGS = {
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
+  'grpc-max-input-size': {
+    kind: 'int',
+    help: "Nereid's own: largest gRPC message received, bytes, after decompression (default: --http-max-input-size; Triton: 2 GiB).",
+  },
+  'grpc-max-response-pool-size': {
+    kind: 'int',
+    help: 'Responses pending per ModelStreamInfer stream before the server stops reading its requests (Triton: unbounded).',
+    default: DEFAULT_MAX_RESPONSE_POOL_SIZE,
+  },
+  'grpc-restricted-protocol': {
+    kind: 'list',
+    help: 'Restrict gRPC APIs to calls with the header triton-grpc-protocol-<key>: <api>[,<api>...]:<key>=<value>.',
+  },
   'metrics-port': { kind: 'int', help: 'Prometheus metrics port.', default: SERVER_DEFAULTS.metricsPort },
   'metrics-address': { kind: 'string', help: 'Metrics bind address.' },
   'allow-metrics': { kind: 'bool', help: 'Serve metrics.', default: true },
@@ -151,7 +193,11 @@ export const FLAGS = {
     help: 'Response cache <cache>,<key>=<value>: local,size=<bytes> (models opt in with response_cache { enable: true }).',
   },
   'response-cache-byte-size': { kind: 'int', help: 'Deprecated: use --cache-config=local,size=<bytes>.' },
-  'allow-client-shm': { kind: 'bool', help: 'Allow client shared memory.', default: false, later: 'shared memory' },
+  'allow-client-shm': {
+    kind: 'bool',
+    help: 'Let clients register system shared-memory regions for inputs and outputs (CUDA shared memory is not supported).',
+    default: false,
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;

@@ -115,15 +115,20 @@ export function consoleRoutes(opts: ConsoleOptions): Route[] {
   };
 
   return [
-    { pattern: /^\/console$/, methods: { GET: redirect } },
-    { pattern: /^\/console\/api\/server$/, methods: { GET: server } },
-    { pattern: /^\/console\/api\/models\/(?<model>[^/]+)\/config\.pbtxt$/, methods: { GET: configText } },
-    { pattern: /^\/console\/api\/logs$/, methods: { GET: logs } },
-    { pattern: /^\/console\/api\/latency$/, methods: { GET: latency } },
+    { pattern: /^\/console$/, category: 'metadata', methods: { GET: redirect } },
+    { pattern: /^\/console\/api\/server$/, category: 'metadata', methods: { GET: server } },
+    {
+      pattern: /^\/console\/api\/models\/(?<model>[^/]+)\/config\.pbtxt$/,
+      category: 'model-config',
+      methods: { GET: configText },
+    },
+    { pattern: /^\/console\/api\/logs$/, category: 'logging', methods: { GET: logs } },
+    { pattern: /^\/console\/api\/latency$/, category: 'statistics', methods: { GET: latency } },
     {
       pattern: /^\/console\/api\//,
+      category: 'metadata',
       methods: { GET: async ({ req, res }) => sendJson(req, res, 404, { error: 'Not Found' }) },
     },
-    { pattern: /^\/console\/(?:[A-Za-z0-9_-]+\.[a-z]+)?$/, methods: { GET: file } },
+    { pattern: /^\/console\/(?:[A-Za-z0-9_-]+\.[a-z]+)?$/, category: 'metadata', methods: { GET: file } },
   ];
 }

@@ -74,6 +74,21 @@ export interface LogSettings {
   log_format: string;
 }
 
+/** A system shared-memory region as the status calls list it (Triton's shape). */
+export interface SystemSharedMemoryStatus {
+  name: string;
+  key: string;
+  offset: number;
+  byte_size: number;
+}
+
+/** A CUDA shared-memory region as the status calls list it. */
+export interface CudaSharedMemoryStatus {
+  name: string;
+  device_id: number;
+  byte_size: number;
+}
+
 /** Trace settings: every value a list of strings, as Triton's trace extension. */
 export type TraceSettings = Record<string, string | string[]>;
 
@@ -91,4 +106,17 @@ export interface InferenceServerExtensions {
   updateLogSettings(update: Partial<Record<keyof LogSettings, unknown>>): LogSettings;
   traceSettings(model?: string): TraceSettings;
   updateTraceSettings(model: string | undefined, update: Record<string, unknown>): TraceSettings;
+  /**
+   * System shared memory: status (allowed when client shared memory is off), register and unregister (refused
+   * UNSUPPORTED "Client shared memory is disabled ..." unless `--allow-client-shm`). No name: every region.
+   */
+  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[];
+  /** Throws what a registration of `name` is refused for before its body is read (disabled, empty name). */
+  checkSystemSharedMemoryRegister(name: string): void;
+  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void;
+  unregisterSystemSharedMemory(name?: string): void;
+  /** CUDA shared memory: not supported by this build (registration is INVALID_ARG, "GPUs not supported"). */
+  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[];
+  registerCudaSharedMemory(name: string): void;
+  unregisterCudaSharedMemory(name?: string): void;
 }

@@ -1,8 +1,10 @@
+import { rm } from 'node:fs/promises';
 import { modelConfigFromJson } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { abortable } from '../core/abortable.js';
 import { InternalError, InvalidArgError, NereidError, NotFoundError } from '../core/errors.js';
 import type { ModelRepository } from '../repository/manager.js';
+import { confineLoadRequest } from '../repository/confine.js';
 import { checkModelName, writeOverrideDir } from '../repository/overrides.js';
 import type { LoadOptions } from './api.js';
 import { refuseCodeInLoadRequest } from './code-trust.js';
@@ -35,8 +37,7 @@ export async function loadByRequest(
   let dir: string;
   let tempDir: string | undefined;
   if (files.size > 0) {
-    tempDir = await writeOverrideDir(name, files);
-    dir = tempDir;
+    ({ dir, tempDir } = await writeOverrideDir(name, files));
   } else {
     const loc = (await repo.scan()).get(name);
     if (!loc) {
@@ -46,9 +47,21 @@ export async function loadByRequest(
     }
     dir = loc.dir;
   }
+  // A failed load's override folder is removed at once: the lifecycle removes those it retires, this covers a
+  // refused request and a model that failed as a whole (current, serving nothing). rm with force is idempotent.
+  const dropTemp = (): Promise<void> =>
+    tempDir === undefined ? Promise.resolve() : rm(tempDir, { recursive: true, force: true });
+  try {
+    await confineLoadRequest({ model: name, dir, config, files });
+  } catch (err) {
+    await dropTemp();
+    throw err;
+  }
+  // From here the folder belongs to the lifecycle: a load this caller stopped waiting for may still succeed with it.
   const model = await repo.load(name, { dir, config, tempDir }, opts.signal);
   const ready = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
   if (!ready) {
+    if (model.state !== 'READY') await dropTemp();
     throw new InvalidArgError(`load failed for model '${name}': ${model.reason || 'no version is ready'}`);
   }
   return name;

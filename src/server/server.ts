@@ -12,6 +12,7 @@ import { latestReady, type Model, type ModelVersion } from '../repository/model.
 import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
+  CudaSharedMemoryStatus,
   InferenceServerApi,
   InferOptions,
   LoadOptions,
@@ -21,6 +22,7 @@ import type {
   ModelStatistics,
   ResolvedModel,
   ServerMetadata,
+  SystemSharedMemoryStatus,
   TensorMetadata,
   TraceSettings,
 } from './api.js';
@@ -33,6 +35,11 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
+import { PathRedactor } from './redact.js';
+import { bindSharedMemory, usesSharedMemory } from './shm/bind.js';
+import { CudaSharedMemory } from './shm/cuda.js';
+import { SystemSharedMemory } from './shm/regions.js';
+import { sweepStaleOverrideDirs } from '../repository/overrides.js';
 import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
 import { cacheKey, ResponseCache } from './response-cache.js';
 import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
@@ -61,6 +68,8 @@ export interface InferenceServerOptions {
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */
   trace?: TraceOptions;
+  /** `--allow-client-shm`: clients may register shared-memory regions (default false, as Triton). */
+  allowClientShm?: boolean;
   /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
   responseCacheBytes?: number;
   /** `--allow-code-in-load-requests`: load requests may carry code (model.py, .pt, libraries); default false. */
@@ -76,6 +85,11 @@ export class InferenceServer implements InferenceServerApi {
   readonly #mode: 'none' | 'poll' | 'explicit';
   readonly #allowCode: boolean;
   readonly #tracer: Tracer;
+  /** Rewrites server paths in load errors and model reasons relative to their repository. */
+  readonly #paths: PathRedactor;
+  /** Client shared-memory regions (registered by clients, read and written by their requests). */
+  readonly #shm: SystemSharedMemory;
+  readonly #cudaShm: CudaSharedMemory;
   readonly #cache: ResponseCache | undefined;
   /** Versions already warned about a response too large for the cache (once each). */
   readonly #tooLarge = new WeakSet<ModelVersion>();
@@ -98,6 +112,9 @@ export class InferenceServer implements InferenceServerApi {
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     this.#allowCode = opts.allowCodeInLoadRequests === true;
     this.#tracer = new Tracer(opts.trace);
+    this.#paths = new PathRedactor(opts.repositories);
+    this.#shm = new SystemSharedMemory({ enabled: opts.allowClientShm ?? false });
+    this.#cudaShm = new CudaSharedMemory({ enabled: opts.allowClientShm ?? false, system: this.#shm });
     this.#cache = opts.responseCacheBytes === undefined ? undefined : new ResponseCache(opts.responseCacheBytes);
   }
 
@@ -132,6 +149,9 @@ export class InferenceServer implements InferenceServerApi {
    */
   static async create(opts: InferenceServerOptions): Promise<InferenceServer> {
     const logger = opts.logger ?? noopLogger;
+    // Override folders of load requests left by a server that was killed: nothing else would remove them.
+    const swept = await sweepStaleOverrideDirs();
+    if (swept.length > 0) logger.info({ swept }, `removed ${swept.length} override folders left by stopped servers`);
     // Ensemble steps run through the server's own request path; the server exists before any model loads.
     const repo: ModelRepository = new ModelRepository({
       repositories: opts.repositories,
@@ -265,16 +285,26 @@ export class InferenceServer implements InferenceServerApi {
     return this.#inflight;
   }
 
-  /** First step of a graceful shutdown: readiness turns false and new requests are refused; in-flight ones go on. */
+  /**
+   * First step of a graceful shutdown: readiness turns false. Requests still arriving (on connections open before
+   * the shutdown, as Triton serves them until its exit timeout) are served until close() begins.
+   */
   beginShutdown(): void {
     this.#draining = true;
   }
 
   async infer(request: InferRequest, opts: InferOptions = {}): Promise<InferResponse> {
-    if (this.#draining || this.#closing) throw new UnavailableError('server is shutting down');
+    if (this.#closing) throw new UnavailableError('server is shutting down');
     this.#inflight++;
     try {
-      return await this.#infer(request, opts);
+      if (!usesSharedMemory(request)) return await this.#infer(request, opts);
+      // Inputs read from, outputs written to the client's regions; the regions stay open until this request is done.
+      const bound = await bindSharedMemory(this.#shm, request);
+      try {
+        return bound.finish(await this.#infer(bound.request, opts));
+      } finally {
+        bound.release();
+      }
     } finally {
       this.#inflight--;
     }
@@ -427,7 +457,9 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
-    return repositoryIndexRows(this.#repo, opts.ready ?? false);
+    return repositoryIndexRows(this.#repo, opts.ready ?? false).map((r) =>
+      r.reason === '' ? r : { ...r, reason: this.#paths.redact(r.reason) },
+    );
   }
 
   #checkControl(action: string): void {
@@ -442,13 +474,23 @@ export class InferenceServer implements InferenceServerApi {
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
     this.#checkControl('load');
-    const name = await loadByRequest(this.#repo, rawName, { ...opts, allowCode: this.#allowCode });
+    let name: string;
+    try {
+      name = await loadByRequest(this.#repo, rawName, { ...opts, allowCode: this.#allowCode });
+    } catch (err) {
+      throw this.#paths.redactError(err);
+    }
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
   async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName, opts.signal, opts.unloadDependents ?? false);
+    let name: string;
+    try {
+      name = await unloadByRequest(this.#repo, rawName, opts.signal, opts.unloadDependents ?? false);
+    } catch (err) {
+      throw this.#paths.redactError(err);
+    }
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
@@ -482,6 +524,34 @@ export class InferenceServer implements InferenceServerApi {
     return this.#tracer.update(model, update);
   }
 
+  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[] {
+    return this.#shm.status(name);
+  }
+
+  checkSystemSharedMemoryRegister(name: string): void {
+    this.#shm.checkRegister(name);
+  }
+
+  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void {
+    this.#shm.register(name, key, offset, byteSize);
+  }
+
+  unregisterSystemSharedMemory(name?: string): void {
+    this.#shm.unregister(name);
+  }
+
+  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[] {
+    return this.#cudaShm.status(name);
+  }
+
+  registerCudaSharedMemory(name: string): void {
+    this.#cudaShm.register(name);
+  }
+
+  unregisterCudaSharedMemory(): void {
+    this.#cudaShm.unregister();
+  }
+
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
   close(): Promise<void> {
     if (this.#poller) clearInterval(this.#poller);
@@ -490,6 +560,7 @@ export class InferenceServer implements InferenceServerApi {
       await this.#polling;
       await this.#repo.close();
       await this.#tracer.close();
+      this.#shm.close();
       this.#closed = true;
       this.#logger.info('all models unloaded');
     })();

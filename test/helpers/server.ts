@@ -15,6 +15,9 @@ export async function startNereid(opts: Partial<ServeOptions> & { repositories?:
     metricsPort: 0,
     grpcPort: 0,
     grpcAddress: '127.0.0.1',
+    // Tests close servers while their HTTP clients still pool idle connections: close those at once instead of
+    // serving them for the shutdown's keep-alive grace (tested on its own in limits.test.ts).
+    httpDrainIdleMs: 0,
     ...opts,
     httpPort: 0,
     httpAddress: '127.0.0.1',
