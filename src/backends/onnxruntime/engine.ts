@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelConfig } from '../../config/model-config.js';
-import type { DataType } from '../../core/datatypes.js';
+import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
 import {
   CancelledError,
   InvalidArgError,
@@ -53,22 +53,7 @@ import { planSession, providersFor, type ProviderPlan, type SessionPlan } from '
 export const DEFAULT_MODEL_FILENAME = 'model.onnx';
 
 /** Every datatype onnxruntime's C API carries (BF16 too: raw bits, unlike onnxruntime-node's JS API). */
-export const ORT_CAPI_DATATYPES: readonly DataType[] = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BF16',
-  'BYTES',
-];
+export const ORT_CAPI_DATATYPES: readonly DataType[] = ALL_DATATYPES;
 
 /**
  * True when a KIND_GPU instance could run here: the CUDA provider libraries sit beside libonnxruntime and the

@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
 import type { ModelConfig } from '../../config/model-config.js';
-import type { DataType } from '../../core/datatypes.js';
+import { ALL_DATATYPES } from '../../core/datatypes.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type {
@@ -24,23 +24,6 @@ import { executeTimeoutMs, pythonOptions, type PythonOptions } from './options.j
  * Triton's python backend (`backend: "python"`, `model.py` with `TritonPythonModel`), one stub process per
  * instance over the child-process transport. The stub and `triton_python_backend_utils` are python/.
  */
-
-const DATATYPES: readonly DataType[] = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BF16',
-  'BYTES',
-];
 
 /** A python backend plus the hook the server uses to let models call models (BLS). */
 export interface PythonBackend extends Backend {
@@ -99,7 +82,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     name: 'python',
     platforms: [],
     defaultModelFilename: 'model.py',
-    datatypes: DATATYPES,
+    datatypes: ALL_DATATYPES,
     // Only what runs end to end: the sequence batcher, warm-up and the response cache are not built yet, and a
     // section claimed here would be silently ignored instead of failing the load.
     sections: ['decoupled'],
