@@ -43,6 +43,10 @@ const SELF = fileURLToPath(import.meta.url);
  */
 const DRY = process.env.NEREID_BENCH_DRY_CPU === '1';
 const KIND = DRY ? 'KIND_CPU' : 'KIND_GPU';
+/**
+ * NEREID_BENCH_TRANSPORTS=inprocess,thread: serve with each onnxruntime transport in turn (default: inprocess).
+ */
+const TRANSPORTS = (process.env.NEREID_BENCH_TRANSPORTS ?? 'inprocess').split(',');
 /** NEREID_BENCH_ONLY=a,b: only these models (names as in the tables). */
 const ONLY = process.env.NEREID_BENCH_ONLY?.split(',');
 
@@ -372,8 +376,8 @@ function split(a: StatsSnapshot, b: StatsSnapshot): NonNullable<Row['split']> {
   };
 }
 
-async function nereid(work: string): Promise<void> {
-  const repo = join(work, 'repo');
+async function nereid(work: string, transport: string): Promise<void> {
+  const repo = join(work, `repo-${transport}`);
   const list = models();
   for (const m of list) {
     await mkdir(join(repo, m.name, '1'), { recursive: true });
@@ -396,6 +400,7 @@ async function nereid(work: string): Promise<void> {
       '--grpc-port=0',
       '--metrics-port=0',
       '--log-info=false',
+      `--backend-config=onnxruntime,transport=${transport}`,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
   );
@@ -432,7 +437,7 @@ async function nereid(work: string): Promise<void> {
           const after = await inferenceCounts(http, m.name);
           const avg = (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
           add({
-            what: `nereid ${KIND} x${m.count} HTTP binary`,
+            what: `nereid ${KIND} x${m.count} HTTP binary${transport === 'inprocess' ? '' : ` (${transport})`}`,
             model: m.name,
             concurrency: c,
             ...r,
@@ -482,7 +487,7 @@ function report(ceiling: Row[]): string {
     for (const r of rows.filter((x) => x.model === m.name && x.concurrency !== undefined)) {
       const torch = m.name.startsWith('bert') && torchBest !== undefined;
       out.push(
-        `| ${m.name} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ` +
+        `| ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ` +
           `${b ? `${fmt(b.seq_s)} (${b.batch})` : '–'} | ${b ? fmt(r.seq_s / b.seq_s, 2) : '–'} | ` +
           `${torch ? `${fmt(torchBest.seq_s)} (${torchBest.batch})` : '–'} | ${torch ? fmt(r.seq_s / torchBest.seq_s, 2) : '–'} | ` +
           `${r.concurrency === 1 && b1 ? `${fmt(r.p50_us - b1.p50_us)} µs` : ''} |`,
@@ -542,7 +547,7 @@ export async function runGpuBench(): Promise<void> {
     await loadgenCeiling(work);
     const ceiling = rows.splice(0);
     await baselines();
-    await nereid(work);
+    for (const t of TRANSPORTS) await nereid(work, t);
     const md = report(ceiling);
     const dir = join(ROOT, 'bench/results');
     await mkdir(dir, { recursive: true });
