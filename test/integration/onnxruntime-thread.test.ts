@@ -11,7 +11,11 @@ import { startNereid, type TestServer } from '../helpers/server.js';
 
 const threads = (): number => readdirSync('/proc/self/task').length;
 
-async function inferSimple(url: string, a: number[], b: number[]): Promise<{ status: number; body: any }> {
+async function inferSimple(
+  url: string,
+  a: number[],
+  b: number[],
+): Promise<{ status: number; body: { outputs: { data: number[] }[] } }> {
   const res = await fetch(`${url}/v2/models/simple/infer`, {
     method: 'POST',
     body: JSON.stringify({
@@ -21,7 +25,7 @@ async function inferSimple(url: string, a: number[], b: number[]): Promise<{ sta
       ],
     }),
   });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, body: (await res.json()) as { outputs: { data: number[] }[] } };
 }
 
 describe('onnxruntime on the engine-thread transport', () => {
