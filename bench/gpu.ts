@@ -47,6 +47,8 @@ const KIND = DRY ? 'KIND_CPU' : 'KIND_GPU';
  * NEREID_BENCH_TRANSPORTS=inprocess,thread: serve with each onnxruntime transport in turn (default: inprocess).
  */
 const TRANSPORTS = (process.env.NEREID_BENCH_TRANSPORTS ?? 'inprocess').split(',');
+/** NEREID_BENCH_SERVER_ARGS='--a=1 --b=2': more `nereid serve` arguments (front-end threads, say). */
+const EXTRA_ARGS = (process.env.NEREID_BENCH_SERVER_ARGS ?? '').split(' ').filter((a) => a !== '');
 /** NEREID_BENCH_ONLY=a,b: only these models (names as in the tables). */
 const ONLY = process.env.NEREID_BENCH_ONLY?.split(',');
 
@@ -401,6 +403,7 @@ async function nereid(work: string, transport: string): Promise<void> {
       '--metrics-port=0',
       '--log-info=false',
       `--backend-config=onnxruntime,transport=${transport}`,
+      ...EXTRA_ARGS,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
   );
@@ -466,7 +469,7 @@ function report(ceiling: Row[]): string {
   out.push(
     `# GPU benchmark (${new Date().toISOString()})`,
     '',
-    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up.`,
+    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up; nereid serve ${['--backend-config=onnxruntime,transport=' + TRANSPORTS.join('|'), ...EXTRA_ARGS].join(' ')}.`,
     '',
   );
   out.push('## Baselines (batch sweep, in-process, one run at a time)', '');
