@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import warnings
 
 _lock = threading.Lock()
 _applied: dict | None = None
@@ -110,7 +111,10 @@ def load(torch, path: str, device: str, share: bool):
         if share and key in _modules:
             return _modules[key], True
         try:
-            module = torch.jit.load(path, map_location=device)
+            with warnings.catch_warnings():
+                # torch 2.x marks torch.jit deprecated in favour of torch.export; TorchScript is what Triton serves.
+                warnings.simplefilter("ignore", FutureWarning)
+                module = torch.jit.load(path, map_location=device)
         except FileNotFoundError as e:
             raise PyTorchError(f"model file '{path}' does not exist: {e}", "NOT_FOUND") from None
         except (RuntimeError, ValueError, OSError) as e:
