@@ -32,6 +32,8 @@ interface Job {
   instances: number;
   nereid: string;
   out: string;
+  /** 'cpu': a dry run on a machine without a GPU (KIND_CPU, the baseline on the CPU). Default 'cuda'. */
+  device?: 'cuda' | 'cpu';
 }
 
 const job = JSON.parse(process.argv[2] ?? '{}') as Job;
@@ -46,7 +48,7 @@ input [
   { name: "token_type_ids" data_type: TYPE_INT32 dims: [ -1 ] }
 ]
 output [ { name: "output" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
-instance_group [ { kind: KIND_GPU count: ${instances} gpus: [ 0 ] } ]
+instance_group [ { kind: ${job.device === 'cpu' ? 'KIND_CPU' : 'KIND_GPU'} count: ${instances}${job.device === 'cpu' ? '' : ' gpus: [ 0 ]'} } ]
 parameters { key: "INFERENCE_MODE" value { string_value: "true" } }
 `;
 }
@@ -166,6 +168,8 @@ async function main(): Promise<void> {
         String(job.ms),
         '--vocab',
         String(m.vocab),
+        '--device',
+        job.device === 'cpu' ? 'cpu' : 'cuda:0',
       ],
       { encoding: 'utf8', timeout: 600_000 },
     );

@@ -21,10 +21,15 @@ import torch
 warnings.simplefilter("ignore", FutureWarning)
 
 
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def measure(step, batch: int, ms: float) -> dict:
     for _ in range(5):
         step()
-    torch.cuda.synchronize()
+    sync()
     lat = []
     end = time.perf_counter() + ms / 1000
     n = 0
@@ -34,7 +39,7 @@ def measure(step, batch: int, ms: float) -> dict:
         step()
         lat.append((time.perf_counter() - t) * 1000)
         n += 1
-    torch.cuda.synchronize()
+    sync()
     wall = time.perf_counter() - t0
     return {"ips": round(n * batch / wall, 1), "p50_ms": round(float(np.median(lat)), 3), "batches": n}
 
@@ -46,8 +51,9 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--ms", type=float, default=5000)
     p.add_argument("--vocab", type=int, default=1000)
+    p.add_argument("--device", default="cuda:0", help="cpu: a dry run without a GPU")
     a = p.parse_args()
-    dev = torch.device("cuda:0")
+    dev = torch.device(a.device)
     module = torch.jit.load(a.model, map_location=dev).eval()
     rng = np.random.default_rng(0)
     ids = rng.integers(0, a.vocab, size=(a.batch, a.seq), dtype=np.int32)
@@ -64,13 +70,13 @@ def main() -> None:
     def gpu_only() -> None:
         with torch.inference_mode():
             module(*gpu_inputs)
-        torch.cuda.synchronize()
+        sync()
 
     result = {
         "host_loop": measure(host_loop, a.batch, a.ms),
         "gpu_only": measure(gpu_only, a.batch, a.ms),
         "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(0),
+        "device": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
     }
     print(json.dumps(result))
 

@@ -68,10 +68,11 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
      * Triton cannot complete a TorchScript model's config (the file has no typed signature to read), and neither
      * can Nereid: a config without inputs or outputs fails here with what it must declare.
      */
-    autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
+    async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
+      await Promise.resolve();
       requireDeclared(config, ctx.modelName);
       modelOptions({ ...config, name: ctx.modelName });
-      return Promise.resolve(config);
+      return config;
     },
 
     async load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle> {
