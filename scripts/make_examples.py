@@ -42,6 +42,14 @@ Usage (needs torch, onnx, onnxruntime, numpy):
         only a BERT-base (12 layers, hidden 768, 12 heads, vocabulary 30522, INT32 inputs, output FP32/FP16
         [batch, sequence, 768], random weights) as DIR/model.onnx, for the GPU benchmark (bench/gpu.ts); fp16 is
         exported on CUDA (torch's CPU kernels lack some fp16 ops). Not part of the example repository.
+    python scripts/make_examples.py --torchscript [--torch-out examples/pytorch_repository]
+        only text_encoder_torch: the same text encoder (same seed, same weights as text_encoder's model.onnx)
+        scripted to TorchScript (torch.jit.script) as <torch-out>/text_encoder_torch/1/model.pt with its full
+        config.pbtxt, for the pytorch backend (Triton cannot auto-complete TorchScript, so the config declares the
+        inputs by forward()'s argument names and the output "output", which the seed's client asks for). Needs
+        torch only.
+    python scripts/make_examples.py --bert-torchscript DIR [--dtype fp32|fp16]
+        the BERT-base above as TorchScript, DIR/model.pt (for scripts/gpu/torch-on-device.sh). Needs torch only.
 """
 
 from __future__ import annotations
@@ -53,10 +61,11 @@ import os
 import sys
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import torch
 from torch import nn
+
+# onnx and onnxruntime are imported where used: the TorchScript exports (--torchscript, --bert-torchscript) need
+# torch only.
 
 OPSET = 17
 IR_VERSION = 8
@@ -217,6 +226,8 @@ CLASSIFIER_LABELS = ["cat", "dog", "bird", "fish", "horse"]
 
 
 def export(model: nn.Module, args: tuple, path: str, input_names, output_names, dynamic_axes) -> None:
+    import onnx
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
     model.eval()
     kwargs = dict(
@@ -252,7 +263,9 @@ def export(model: nn.Module, args: tuple, path: str, input_names, output_names, 
             print(f"    {kind} {v.name}: {onnx.TensorProto.DataType.Name(t.elem_type)} {dims}")
 
 
-def session(path: str) -> ort.InferenceSession:
+def session(path: str):
+    import onnxruntime as ort
+
     return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
@@ -337,14 +350,82 @@ def export_bert(out_dir: str, dtype: str) -> None:
     export(enc, (ids, mask, types), os.path.join(out_dir, "model.onnx"), names, ["output"], axes)
 
 
+def text_encoder_torch_config(name: str = "text_encoder_torch") -> str:
+    return f"""\
+# TorchScript (model.pt, made by scripts/make_examples.py --torchscript): Triton's pytorch backend cannot read a
+# TorchScript file's inputs and outputs, so they are declared here. Inputs are named after forward()'s arguments
+# (Triton's naming rule); the single output takes the name the seed's client asks for. No instance_group: KIND_AUTO,
+# the CPU here and the GPU where torch can use one.
+name: "{name}"
+platform: "pytorch_libtorch"
+max_batch_size: 32
+input [
+  {{ name: "input_ids" data_type: TYPE_INT32 dims: [ -1 ] }},
+  {{ name: "attention_mask" data_type: TYPE_INT32 dims: [ -1 ] }},
+  {{ name: "token_type_ids" data_type: TYPE_INT32 dims: [ -1 ] }}
+]
+output [
+  {{ name: "output" data_type: TYPE_FP32 dims: [ -1, -1 ] }}
+]
+parameters {{ key: "INFERENCE_MODE" value {{ string_value: "true" }} }}
+"""
+
+
+def export_torchscript(model: nn.Module, path: str) -> None:
+    import warnings
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script's deprecation notice: TorchScript is what Triton serves
+        scripted = torch.jit.script(model.eval())
+    scripted.save(path)
+    loaded = torch.jit.load(path, map_location="cpu" if next(model.parameters()).device.type == "cpu" else None)
+    args = ", ".join(f"{a.name}: {a.type}" for a in loaded.forward.schema.arguments[1:])
+    print(f"[torchscript] {path}: {os.path.getsize(path)} bytes, forward({args}), torch {torch.__version__}")
+
+
+def check_text_encoder_torch(path: str, model: TextEncoder) -> None:
+    scripted = torch.jit.load(path)
+    rng = np.random.default_rng(SEED)
+    for batch, seq in ((1, 5), (3, 7)):
+        ids = torch.from_numpy(rng.integers(0, 1000, size=(batch, seq), dtype=np.int32))
+        mask = torch.ones(batch, seq, dtype=torch.int32)
+        types = torch.zeros(batch, seq, dtype=torch.int32)
+        with torch.no_grad():
+            np.testing.assert_allclose(scripted(ids, mask, types).numpy(), model(ids, mask, types).numpy(), rtol=1e-5, atol=1e-5)
+    print("[check] text_encoder_torch: TorchScript == eager torch")
+
+
+def export_bert_torchscript(out_dir: str, dtype: str) -> None:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    enc = bert_base().to(device)
+    if dtype == "fp16":
+        enc = enc.half()
+    export_torchscript(enc, os.path.join(out_dir, "model.pt"))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=os.path.join("examples", "model_repository"))
     p.add_argument("--bert", metavar="DIR", help="export only a BERT-base to DIR/model.onnx (GPU benchmark)")
+    p.add_argument("--bert-torchscript", metavar="DIR", help="export only a BERT-base to DIR/model.pt (TorchScript)")
+    p.add_argument("--torchscript", action="store_true", help="write only text_encoder_torch (TorchScript)")
+    p.add_argument("--torch-out", default=os.path.join("examples", "pytorch_repository"))
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
     args = p.parse_args()
     if args.bert:
         export_bert(args.bert, args.dtype)
+        return 0
+    if args.bert_torchscript:
+        export_bert_torchscript(args.bert_torchscript, args.dtype)
+        return 0
+    if args.torchscript:
+        torch.manual_seed(SEED)
+        enc = TextEncoder().eval()  # the same seed and construction as text_encoder below: the same weights
+        path = os.path.join(args.torch_out, "text_encoder_torch", "1", "model.pt")
+        export_torchscript(enc, path)
+        write(os.path.join(args.torch_out, "text_encoder_torch", "config.pbtxt"), text_encoder_torch_config())
+        check_text_encoder_torch(path, enc)
         return 0
     out = args.out
     torch.manual_seed(SEED)
@@ -388,6 +469,8 @@ def main() -> int:
             size = os.path.getsize(fp)
             assert size < 5 * 1024 * 1024, f"{fp} is {size} bytes"
             print(f"[file] {fp} {size}")
+    import onnxruntime as ort
+
     print(f"ok (onnxruntime {ort.__version__})")
     return 0
 

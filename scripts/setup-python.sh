@@ -7,13 +7,33 @@
 # binary from the tritonclient 2.50.0 wheel on PyPI and give it the two shared libraries it links: libcudart.so.12
 # (PyPI nvidia-cuda-runtime-cu12; no GPU is used) and libb64.so.0d (Debian's libb64-0d, unpacked without root).
 # `.venv/bin/perf_analyzer` is a wrapper that sets LD_LIBRARY_PATH. Idempotent; safe to rerun.
+#
+# --torch also installs PyTorch (the pytorch backend's engine runs in this venv; npm run setup-torch). PyPI's only
+# Linux x86_64 torch is the CUDA build: torch itself (~540 MB) and the nvidia-* CUDA libraries it links, ~2.8 GB
+# of wheels, ~5.4 GB installed, about 1.5 min here (measured: 25 s download, 61 s install). `--no-deps` is not a way
+# out: libtorch_cuda.so links cudart, cuBLAS, cuDNN, NCCL... even on a machine without a GPU, so `import torch`
+# fails without them; leaving out only what TorchScript never loads (triton, cusolver, nvtx) saves ~20% and would
+# be a hand-kept list broken by each torch release. NEREID_TORCH_VERSION pins another version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
 PA_VERSION=2.50.0
+TORCH_VERSION=${NEREID_TORCH_VERSION:-2.15.0}
+with_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --torch) with_torch=1 ;;
+    *) echo "setup-python.sh: unknown argument '$arg' (--torch installs PyTorch too)" >&2; exit 2 ;;
+  esac
+done
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # onnx: the compatibility suite writes tiny BYTES/INT8 models (test/compat/models.py).
 "$VENV/bin/pip" install -q --disable-pip-version-check 'tritonclient[all]' numpy pytest onnx nvidia-cuda-runtime-cu12
+if [ "$with_torch" = 1 ] && ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
+  t0=$(date +%s)
+  "$VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION"
+  echo "torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') installed in $(( $(date +%s) - t0 )) s"
+fi
 
 if [ ! -x "$VENV/perf_analyzer/bin/perf_analyzer" ]; then
   tmp=$(mktemp -d)
@@ -43,4 +63,5 @@ exec "$PWD/$VENV/perf_analyzer/bin/perf_analyzer" "\$@"
 SH
 chmod +x "$VENV/bin/perf_analyzer"
 "$VENV/bin/perf_analyzer" --version >/dev/null
-echo "python env ready: $VENV (tritonclient $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tritonclient"))'), perf_analyzer $PA_VERSION)"
+torch=$("$VENV/bin/python" -c 'import torch; print("torch " + torch.__version__)' 2>/dev/null || echo "no torch: --torch installs it")
+echo "python env ready: $VENV (tritonclient $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("tritonclient"))'), perf_analyzer $PA_VERSION, $torch)"

@@ -46,6 +46,17 @@ def last_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+#: Error codes the host knows (src/core/errors.ts); an engine's exception may carry one as ``code``.
+_CODES = {"INVALID_ARG", "NOT_FOUND", "ALREADY_EXISTS", "UNAVAILABLE", "UNSUPPORTED", "CANCELLED", "INTERNAL", "UNKNOWN"}
+
+
+def error_code(e: BaseException) -> str:
+    """The host error code for a failure in initialize: the exception's ``code`` when it is one of the host's
+    (Nereid's engines set it: a missing library is UNAVAILABLE), else INTERNAL."""
+    code = getattr(e, "code", None)
+    return code if isinstance(code, str) and code in _CODES else "INTERNAL"
+
+
 def exit_now(e: SystemExit) -> None:
     """A model called sys.exit(): the process ends as asked; the host reports the instance as dead."""
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -117,7 +128,7 @@ class InstanceRunner:
             exit_now(e)
         except BaseException as e:  # noqa: BLE001 - every failure of user code is reported, not fatal here
             channel().send(
-                {"op": "init_error", "inst": self.inst, "e": {"c": "INTERNAL", "m": last_line(e)}, "tb": format_exception(e)}
+                {"op": "init_error", "inst": self.inst, "e": {"c": error_code(e), "m": last_line(e)}, "tb": format_exception(e)}
             )
             return
         channel().send({"op": "inited", "inst": self.inst})

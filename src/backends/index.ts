@@ -2,6 +2,7 @@ import type { Backend } from './contract.js';
 import { identityBackend } from './identity/index.js';
 import { onnxruntimeBackend } from './onnxruntime/index.js';
 import { pythonBackend } from './python/index.js';
+import { pytorchBackend } from './pytorch/index.js';
 import { tensorrtBackend } from './tensorrt/index.js';
 
 export type * from './contract.js';
@@ -10,5 +11,5 @@ export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
 export function defaultBackends(): Backend[] {
-  return [onnxruntimeBackend(), identityBackend(), pythonBackend(), tensorrtBackend()];
+  return [onnxruntimeBackend(), identityBackend(), pythonBackend(), tensorrtBackend(), pytorchBackend()];
 }

@@ -48,7 +48,10 @@ export function normalizeConfig(
   }
   if (!config.backend) {
     throw new InvalidArgError(
-      `model '${modelName}': cannot tell which backend runs it: set backend: "onnxruntime" (or platform: "onnxruntime_onnx") in config.pbtxt, or name the file model.onnx`,
+      `model '${modelName}': cannot tell which backend runs it: set backend (or platform) in config.pbtxt, or name the file after its backend's default (${registry.all
+        .filter((b) => b.defaultModelFilename !== '')
+        .map((b) => `${b.defaultModelFilename}: ${b.name}`)
+        .join(', ')})`,
     );
   }
   const backend = registry.get(config.backend);

@@ -1,0 +1,227 @@
+import { stat } from 'node:fs/promises';
+import type { ModelConfig, ModelInput, ModelOutput } from '../../config/model-config.js';
+import { dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
+import { InvalidArgError, NereidError, NotFoundError, UnavailableError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type {
+  AutoCompleteContext,
+  Backend,
+  EngineLoadContext,
+  Instance,
+  InstanceKind,
+  InstanceSpec,
+  ModelHandle,
+} from '../contract.js';
+import { responseChecker } from '../python/check.js';
+import { ChildProcessHost } from '../runtime/process/child.js';
+import { ProcessInstance } from '../runtime/process/instance.js';
+import { unlinkStaleSegments } from '../runtime/process/shm.js';
+import { ENGINE_MODEL_PY, gpuUsable, resolveEnvironment, type PyTorchEnvironment } from './environment.js';
+import { backendOptions, modelOptions } from './options.js';
+
+/**
+ * Triton's pytorch backend (`platform: "pytorch_libtorch"`, `backend: "pytorch"`, `model.pt`: TorchScript) over
+ * the child-process transport: per model version, ONE Python process per device ('cpu', 'cuda:N') hosting every
+ * instance placed there (the process-wide torch settings, INTRA_OP_THREAD_COUNT and the like, are the model's;
+ * ENABLE_WEIGHT_SHARING shares one module between them). The engine is python/nereid_python/engines/pytorch. Like
+ * Triton, it cannot read inputs and outputs from a TorchScript file: a config must declare them.
+ *
+ * Threading: main thread only.
+ */
+
+/** Datatypes a TorchScript tensor has (and BYTES as List[str]), those Triton's pytorch backend maps. */
+const DATATYPES: readonly DataType[] = [
+  'BOOL',
+  'UINT8',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BF16',
+  'BYTES',
+];
+const SHM_PREFIX = 'nereid_torch_';
+
+export interface PyTorchBackendInit {
+  /** Instance kinds, preferred first (tests: a machine without a GPU); default from the machine. */
+  kinds?: readonly InstanceKind[];
+}
+
+let serial = 0;
+
+export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { readonly kinds: readonly InstanceKind[] } {
+  let cleaned = false;
+  return {
+    name: 'pytorch',
+    platforms: ['pytorch_libtorch'],
+    defaultModelFilename: 'model.pt',
+    datatypes: DATATYPES,
+    sections: [],
+    // KIND_AUTO takes the first: GPU where one is usable (Triton's rule). KIND_GPU stays accepted elsewhere so that
+    // its load fails with torch's own reason (a CPU-only build, no device).
+    kinds: init.kinds ?? (gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU']),
+
+    /**
+     * Triton cannot complete a TorchScript model's config (the file has no typed signature to read), and neither
+     * can Nereid: a config without inputs or outputs fails here with what it must declare.
+     */
+    async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
+      await Promise.resolve();
+      requireDeclared(config, ctx.modelName);
+      modelOptions({ ...config, name: ctx.modelName });
+      return config;
+    },
+
+    async load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle> {
+      const name = ctx.name;
+      requireDeclared(ctx.config, name);
+      const o = backendOptions(ctx.backendConfig);
+      const mo = modelOptions(ctx.config);
+      await checkModelFile(ctx.modelPath, name);
+      const env = resolveEnvironment(o);
+      const logger = ctx.logger;
+      if (signal?.aborted) throw new UnavailableError(`load of model '${name}' was cancelled`);
+      if (!cleaned) {
+        cleaned = true;
+        unlinkStaleSegments(SHM_PREFIX);
+      }
+      logger.info(`model '${name}' version ${ctx.version} runs on PyTorch in ${env.executable} (from ${env.source})`);
+      const io = JSON.stringify(ioOf(ctx.config));
+      const options = JSON.stringify(mo);
+      const check = responseChecker(ctx.config, name);
+      const hosts = new Map<string, Promise<ChildProcessHost>>();
+
+      const hostFor = async (device: string, sig?: AbortSignal): Promise<ChildProcessHost> => {
+        // One process per device: instances restarted after a crash land together in the new one.
+        for (let existing = hosts.get(device); existing !== undefined; existing = hosts.get(device)) {
+          const h = await existing.catch(() => undefined);
+          if (h !== undefined && h.alive) return h;
+          if (hosts.get(device) === existing) hosts.delete(device);
+        }
+        const started = startProcess(env, o, logger.child({ device }), sig);
+        hosts.set(device, started);
+        return started;
+      };
+
+      return {
+        async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
+          const device = spec.kind === 'KIND_GPU' ? `cuda:${spec.device}` : 'cpu';
+          const host = await hostFor(device, sig);
+          return ProcessInstance.create(
+            host,
+            {
+              name: spec.name,
+              decoupled: false,
+              executeTimeoutMs: 0,
+              destroyGraceMs: 30_000,
+              ownsProcess: false,
+              logger: logger.child({ instance: spec.name }),
+              check,
+              // Inputs of one name lie back to back across the batch: the engine joins them without a copy.
+              inputLayout: 'name',
+              payload: {
+                instance_name: spec.name,
+                model_path: ENGINE_MODEL_PY,
+                decoupled: false,
+                args: {
+                  model_path: ctx.modelPath,
+                  model_name: name,
+                  device,
+                  instance_name: spec.name,
+                  io,
+                  options,
+                },
+              },
+            },
+            sig,
+          );
+        },
+        async unload(): Promise<void> {
+          const all = await Promise.all([...hosts.values()].map((p) => p.catch(() => undefined)));
+          hosts.clear();
+          await Promise.all(all.map((h) => h?.close(30_000) ?? Promise.resolve()));
+        },
+      };
+    },
+  };
+}
+
+function startProcess(
+  env: PyTorchEnvironment,
+  o: ReturnType<typeof backendOptions>,
+  logger: Logger,
+  signal?: AbortSignal,
+): Promise<ChildProcessHost> {
+  return ChildProcessHost.start(
+    {
+      kind: 'pytorch process',
+      command: env.executable,
+      args: ['-m', 'nereid_python'],
+      env: env.env,
+      shm: {
+        prefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
+        defaultByteSize: o.shmDefaultByteSize,
+        growthByteSize: o.shmGrowthByteSize,
+      },
+      startTimeoutMs: o.startTimeoutMs,
+      logger,
+    },
+    signal,
+  ).catch((e: unknown) => {
+    const err = NereidError.from(e);
+    if (/No module named 'numpy'/.test(err.message)) {
+      throw new UnavailableError(
+        `python '${env.executable}' (from ${env.source}) has no numpy: run 'bash scripts/setup-python.sh --torch'`,
+        { cause: e },
+      );
+    }
+    throw err;
+  });
+}
+
+/** A config must declare inputs and outputs (Triton cannot read them from TorchScript either). */
+function requireDeclared(config: ModelConfig, model: string): void {
+  const missing = [
+    (config.input?.length ?? 0) === 0 ? 'input' : '',
+    (config.output?.length ?? 0) === 0 ? 'output' : '',
+  ].filter((s) => s !== '');
+  if (missing.length === 0) return;
+  throw new InvalidArgError(
+    `model '${model}': a TorchScript model's config cannot be auto-completed (it has no typed signature to read; Triton cannot either), so config.pbtxt must declare max_batch_size and every ${missing.join(' and every ')} with name, data_type and dims. ` +
+      `Inputs are named after forward()'s arguments, or INPUT__0, INPUT__1, ... by position; outputs OUTPUT__0, OUTPUT__1, ... by position in what forward() returns (any other names: config order). ` +
+      `Example: input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ] output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]`,
+  );
+}
+
+async function checkModelFile(path: string, model: string): Promise<void> {
+  let st;
+  try {
+    st = await stat(path);
+  } catch (e) {
+    throw new NotFoundError(`model '${model}': TorchScript file '${path}' does not exist`, { cause: e });
+  }
+  if (!st.isFile()) throw new InvalidArgError(`model '${model}': '${path}' is not a file (a TorchScript model.pt)`);
+}
+
+interface IoSpec {
+  name: string;
+  datatype: string;
+  dims: number[];
+}
+
+/** What the engine needs of the config: inputs and outputs (datatype, dims as the model sees them). */
+function ioOf(config: ModelConfig): { inputs: IoSpec[]; outputs: IoSpec[]; max_batch_size: number } {
+  const spec = (t: ModelInput | ModelOutput): IoSpec => ({
+    name: t.name ?? '',
+    datatype: dataTypeFromConfig(t.data_type ?? 'TYPE_INVALID') ?? 'INVALID',
+    dims: (t.reshape ? (t.reshape.shape ?? []) : (t.dims ?? [])).map(Number),
+  });
+  return {
+    inputs: (config.input ?? []).map(spec),
+    outputs: (config.output ?? []).map(spec),
+    max_batch_size: config.max_batch_size ?? 0,
+  };
+}

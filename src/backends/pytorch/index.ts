@@ -1,0 +1,1 @@
+export { pytorchBackend, type PyTorchBackendInit } from './backend.js';
