@@ -2,6 +2,7 @@ import { DATATYPES, type FixedTypedArray } from '../../core/datatypes.js';
 import { InvalidArgError } from '../../core/errors.js';
 import type { InferOutput, InferRequest, InferResponse } from '../../core/inference.js';
 import { decodeBytes, elementCount, encodeBytes, fixedBytes, viewFixed, type TensorData } from '../../core/tensor.js';
+import type { CudaSharedMemory } from './cuda.js';
 import type { RegionSlice, SystemSharedMemory } from './regions.js';
 
 /**
@@ -24,7 +25,25 @@ export function usesSharedMemory(request: InferRequest): boolean {
   );
 }
 
-export async function bindSharedMemory(shm: SystemSharedMemory, request: InferRequest): Promise<SharedMemoryBinding> {
+/** Where a request's slices come from: one namespace of region names over both kinds (Triton's). */
+export interface SliceSource {
+  acquire(name: string, offset: bigint, byteSize: bigint): RegionSlice;
+  release(slice: RegionSlice): void;
+}
+
+/**
+ * System and CUDA regions as one source. CUDA slices are read and written with cudaMemcpy (device to host for
+ * inputs, host to device for outputs): what Triton does for a backend that asks for its tensors in CPU memory.
+ */
+export function sliceSource(system: SystemSharedMemory, cuda: CudaSharedMemory): SliceSource {
+  return {
+    acquire: (name, offset, byteSize) =>
+      cuda.has(name) ? cuda.acquire(name, offset, byteSize) : system.acquire(name, offset, byteSize),
+    release: (slice) => (cuda.owns(slice) ? cuda.release(slice) : system.release(slice)),
+  };
+}
+
+export async function bindSharedMemory(shm: SliceSource, request: InferRequest): Promise<SharedMemoryBinding> {
   const held: RegionSlice[] = [];
   const release = (): void => {
     for (const s of held.splice(0)) shm.release(s);
