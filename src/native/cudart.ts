@@ -124,10 +124,7 @@ function bind(): CudaRuntime | CudaUnavailable {
     openIpcHandle(device, handle) {
       onDeviceOf(device);
       const out = [0n];
-      check(
-        'cudaIpcOpenMemHandle',
-        ipcOpen(out, { reserved: handle }, CUDA_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) as number,
-      );
+      check('cudaIpcOpenMemHandle', ipcOpen(out, { reserved: handle }, CUDA_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) as number);
       const pointer = BigInt(out[0]);
       return { pointer, allocationBytes: addressRange?.(pointer) };
     },

@@ -1,7 +1,14 @@
 import type { Backend, BackendConfig, EngineResponse } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { AlreadyExistsError, InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
+import {
+  AlreadyExistsError,
+  InvalidArgError,
+  NereidError,
+  NotFoundError,
+  UnavailableError,
+  UnsupportedError,
+} from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';

@@ -70,7 +70,9 @@ async function registerCuda(ctx: RouteContext, api: InferenceServerApi, region: 
 /** Strict base64 (RFC 4648, padding optional): Node's decoder skips bad characters, which would hide a bad handle. */
 function decodeBase64(s: string): Uint8Array {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.replace(/=+$/, '').length % 4 === 1) {
-    throw new InvalidArgError("'raw_handle' is not valid base64: 'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t");
+    throw new InvalidArgError(
+      "'raw_handle' is not valid base64: 'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
+    );
   }
   return new Uint8Array(Buffer.from(s, 'base64'));
 }

@@ -60,7 +60,10 @@ describe('CudaSharedMemory', () => {
     const shm = manager(rt);
     shm.register('c', rt.allocate(0, 64).handle, 0n, 64n);
     assert.throws(() => shm.acquire('c', 64n, 0n), /Invalid offset for shared memory region: 'c'/);
-    assert.throws(() => shm.acquire('c', 32n, 2n ** 64n - 32n), /Integer overflow detected: byte_size \(18446744073709551584\)/);
+    assert.throws(
+      () => shm.acquire('c', 32n, 2n ** 64n - 32n),
+      /Integer overflow detected: byte_size \(18446744073709551584\)/,
+    );
     assert.throws(() => shm.acquire('c', 1n, 64n), /Invalid offset \+ byte size for shared memory region: 'c'/);
     assert.throws(() => shm.acquire('nope', 0n, 1n), /Unable to find shared memory region: 'nope'/);
     shm.close();
@@ -79,9 +82,18 @@ describe('CudaSharedMemory', () => {
       /failed to register shared memory region 'c': invalid args \(device_id 2: this server sees 2 GPUs, 0 to 1\)/,
     );
     assert.throws(() => shm.register('c', handle, -1n, 64n), /device_id -1/);
-    assert.throws(() => shm.register('c', handle, 0n, 64n), /failed to register shared memory region: invalid args \(.*invalid device context/);
-    assert.throws(() => shm.register('c', new Uint8Array(64), 1n, 64n), /failed to register shared memory region: invalid args/);
-    assert.throws(() => shm.register('c', handle, 1n, 65n), /failed to register shared memory region 'c': invalid args$/);
+    assert.throws(
+      () => shm.register('c', handle, 0n, 64n),
+      /failed to register shared memory region: invalid args \(.*invalid device context/,
+    );
+    assert.throws(
+      () => shm.register('c', new Uint8Array(64), 1n, 64n),
+      /failed to register shared memory region: invalid args/,
+    );
+    assert.throws(
+      () => shm.register('c', handle, 1n, 65n),
+      /failed to register shared memory region 'c': invalid args$/,
+    );
     assert.equal(rt.openCount, 0, 'the handle opened for the too-large registration was closed again');
     assert.throws(
       () => shm.register('sys', handle, 1n, 64n),
@@ -114,10 +126,13 @@ describe('CudaSharedMemory', () => {
     shm.unregister('never-registered'); // fine, as in Triton
   });
 
-  it('BAD CALL - disabled client shared memory refuses register and unregister with Triton\'s 501', () => {
+  it("BAD CALL - disabled client shared memory refuses register and unregister with Triton's 501", () => {
     const shm = new CudaSharedMemory({ enabled: false, systemHas: () => false });
     assert.throws(() => shm.register('c', new Uint8Array(64), 0n, 64n), /Client shared memory is disabled/);
     assert.throws(() => shm.unregister(), /Client shared memory is disabled/);
-    assert.throws(() => manager(undefined).checkRegister(''), /'region name' is necessary to register cuda shared memory region/);
+    assert.throws(
+      () => manager(undefined).checkRegister(''),
+      /'region name' is necessary to register cuda shared memory region/,
+    );
   });
 });

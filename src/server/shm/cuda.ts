@@ -1,10 +1,5 @@
 import { AlreadyExistsError, InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
-import {
-  CUDA_IPC_HANDLE_BYTES,
-  loadCudaRuntime,
-  type CudaRuntime,
-  type CudaUnavailable,
-} from '../../native/cudart.js';
+import { CUDA_IPC_HANDLE_BYTES, loadCudaRuntime, type CudaRuntime, type CudaUnavailable } from '../../native/cudart.js';
 import { CLIENT_SHM_DISABLED, MAX_REGIONS, type RegionSlice } from './regions.js';
 
 /**
