@@ -319,7 +319,9 @@ export class InferenceServer implements InferenceServerApi {
     try {
       if (!usesSharedMemory(request)) return await this.#infer(request, opts);
       // Inputs read from, outputs written to the client's regions; the regions stay open until this request is done.
-      const bound = await bindSharedMemory(this.#slices, request);
+      const bound = await bindSharedMemory(this.#slices, request, {
+        deviceTensors: this.#takesDeviceTensors(request, opts),
+      });
       try {
         return bound.finish(await this.#infer(bound.request, opts));
       } finally {
@@ -328,6 +330,30 @@ export class InferenceServer implements InferenceServerApi {
     } finally {
       this.#inflight--;
     }
+  }
+
+  /**
+   * Whether a request's CUDA slices may reach the scheduler as device tensors (the instance that runs it then
+   * decides: its own device → zero copy, else a host copy; backends/device-placement.ts), or must be copied to host
+   * memory at once: ensembles and sequence batchers copy and keep input data, the response cache hashes it, and a
+   * decoupled model's responses are not written back to the region one by one. A model that cannot be resolved
+   * answers its error later, in #infer.
+   */
+  #takesDeviceTensors(request: InferRequest, opts: InferOptions): boolean {
+    let target: Target;
+    try {
+      const r = opts.resolved;
+      target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    } catch {
+      return false;
+    }
+    const { spec, versionEntry } = target;
+    return (
+      spec.sequence === undefined &&
+      spec.ensemble === undefined &&
+      versionEntry.stats.cache === undefined &&
+      !target.decoupled
+    );
   }
 
   async #infer(request: InferRequest, opts: InferOptions): Promise<InferResponse> {
@@ -391,7 +417,8 @@ export class InferenceServer implements InferenceServerApi {
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
-    const cache = version.stats.cache === undefined ? undefined : this.#cache;
+    // Device tensors carry no host data to hash (#takesDeviceTensors keeps them from cached models anyway).
+    const cache = version.stats.cache === undefined || engineRequest.device !== undefined ? undefined : this.#cache;
     const key = cache && cacheKey(model.name, version.version, engineRequest, parameters);
     const hit = key === undefined ? undefined : cache?.lookup(key);
     const lookupNs = key === undefined ? 0 : Number(process.hrtime.bigint() - started);

@@ -43,6 +43,8 @@ interface Region {
 export interface CudaSlice extends RegionSlice {
   readonly device: number;
   readonly pointer: bigint;
+  /** `read`, synchronously: a device-to-host cudaMemcpy into a fresh, owned buffer. */
+  readNow(): Uint8Array;
 }
 
 export class CudaSharedMemory {
@@ -173,18 +175,20 @@ export class CudaSharedMemory {
     r.users++;
     const pointer = r.pointer + offset;
     const size = Number(byteSize);
+    const readNow = (): Uint8Array => {
+      // An owned ArrayBuffer (never Buffer's pool): engines take inputs by transfer.
+      const out = new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
+      rt.copyToHost(r.device, out, pointer);
+      return out;
+    };
     return {
       region: name,
       position: Number(offset),
       byteSize: size,
       device: r.device,
       pointer,
-      read: () => {
-        // An owned ArrayBuffer (never Buffer's pool): engines take inputs by transfer.
-        const out = new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
-        rt.copyToHost(r.device, out, pointer);
-        return Promise.resolve(out);
-      },
+      readNow,
+      read: () => Promise.resolve(readNow()),
       write: (bytes) => {
         if (bytes.byteLength > size) throw new InvalidArgError('internal: a write larger than its slice');
         rt.copyToDevice(r.device, pointer, bytes);
