@@ -72,6 +72,14 @@ export class FakeCudaRuntime implements CudaRuntime {
     this.#span(dst, bytes).set(this.#span(src, bytes));
   }
 
+  /**
+   * What a kernel on the device sees at `address` (not a host copy, so not counted): test-double engines that take
+   * device memory read their inputs and write their outputs through it.
+   */
+  deviceView(address: bigint, bytes: number): Buffer {
+    return this.#span(address, bytes);
+  }
+
   /** The bytes at a device address, refusing any access outside an open allocation (as a real GPU would fault). */
   #span(address: bigint, bytes: number): Buffer {
     const id = Number(address >> 32n);
