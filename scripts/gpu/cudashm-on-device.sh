@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tritonclient's CUDA shared-memory flow (tritonclient.utils.cuda_shared_memory, unchanged: scripts/gpu/cudashm_flow.py)
-# against Nereid serving `simple` as a KIND_GPU onnxruntime model, on the device tool's H200 (no Node, no network;
+# against Nereid serving `simple` as KIND_GPU and KIND_CPU onnxruntime models, on the device tool's H200 (no Node, no network;
 # Python 3.12 with torch + CUDA 13). Packed by scripts/gpu/pack-cudashm.sh into .device/cs/part-NN (58 MiB each).
 # One device call per part, back to back (what a call copies to /tmp survives while the machine stays warm), from
 # the repository root:
@@ -49,11 +49,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installed from the carry: ${missing[*]}"
 fi
 
-# `simple` as a KIND_GPU model on GPU 0.
-rm -rf "$T/models" && mkdir -p "$T/models/simple_gpu/1"
-cp examples/model_repository/simple/1/model.onnx "$T/models/simple_gpu/1/"
-sed 's/^name: "simple"/name: "simple_gpu"/' examples/model_repository/simple/config.pbtxt > "$T/models/simple_gpu/config.pbtxt"
-printf '\ninstance_group [ { kind: KIND_GPU, count: 1, gpus: [ 0 ] } ]\n' >> "$T/models/simple_gpu/config.pbtxt"
+# `simple` as a KIND_GPU model on GPU 0 (reads and writes client CUDA memory in place) and as a KIND_CPU one (gets
+# host copies): the same requests, the same answers, two paths.
+rm -rf "$T/models"
+for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU; do
+  name=${m%%:*}; kind=${m#*:}
+  mkdir -p "$T/models/$name/1"
+  cp examples/model_repository/simple/1/model.onnx "$T/models/$name/1/"
+  sed "s/^name: \"simple\"/name: \"$name\"/" examples/model_repository/simple/config.pbtxt > "$T/models/$name/config.pbtxt"
+  if [ "$kind" = KIND_GPU ]; then group='{ kind: KIND_GPU, count: 1, gpus: [ 0 ] }'; else group='{ kind: KIND_CPU, count: 1 }'; fi
+  printf '\ninstance_group [ %s ]\n' "$group" >> "$T/models/$name/config.pbtxt"
+done
 
 # The build goes where it was built (it reads ../../package.json), beside node_modules, in this copy of the checkout.
 rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
@@ -67,9 +73,10 @@ rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
   pid=$!
   for _ in $(seq 1 120); do curl -sf localhost:18000/v2/models/simple_gpu/ready > /dev/null && break; sleep 0.5; done
   echo "== ready: $(curl -s -o /dev/null -w '%{http_code}' localhost:18000/v2/models/simple_gpu/ready)"
-  timeout 240 python3 scripts/gpu/cudashm_flow.py localhost:18000 localhost:18001
+  timeout 240 python3 scripts/gpu/cudashm_flow.py localhost:18000 localhost:18001 "$out/nereid.log"
   echo "flow exit $?"
   echo "== nvidia-smi (the node process holds the GPU):"; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
   kill "$pid"; wait "$pid" 2>/dev/null
-  echo "== nereid log (tail):"; tail -n 40 "$out/nereid.log"
+  echo "== device runs logged: $(grep -c 'onnxruntime run: inputs' "$out/nereid.log")"
+  echo "== nereid log (tail, without the per-run lines):"; grep -v 'onnxruntime run: inputs' "$out/nereid.log" | tail -n 40
 } 2>&1 | tee "$out/cudashm-output.txt"

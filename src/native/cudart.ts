@@ -10,9 +10,16 @@ import { configureKoffi } from './koffi.js';
  * machine without a GPU can put a test double behind it (test/helpers/fake-cudart.ts, named as such).
  *
  * Threading: every call runs on the calling (main) thread and is synchronous. CUDA's current device is per host
- * thread, and a call must run on the thread whose device was just set, which koffi's pool calls cannot promise.
- * Opening a handle costs a few ms once per registration; a copy blocks for its transfer (PCIe/NVLink speed, ~25 GB/s
- * host↔device: 40 µs per MiB). Copies only happen for engines that cannot take device memory.
+ * thread, and a copy must run on the thread whose device was just set: koffi runs each `.async` call on any libuv
+ * pool thread, so cudaSetDevice then cudaMemcpy as two pool calls may land on two threads. cudaMemcpyDefault infers
+ * the direction from the addresses, but on a thread with no current device the runtime makes device 0's primary
+ * context current (creating it, ~0.5 GB, on a server that uses another GPU), and CUDA does not promise that memory
+ * opened by cudaIpcOpenMemHandle in one device's context is reachable from another's; cudaMemcpyAsync is
+ * synchronous anyway for pageable host memory. So copies stay synchronous here, and rare: an onnxruntime KIND_GPU
+ * instance on the region's device reads and writes the client's memory in place (backends/device-placement.ts);
+ * only other instances (CPU, another GPU, engines without device memory) get copies, made at dispatch.
+ * Opening a handle costs a few ms once per registration; a copy blocks the event loop for its transfer, not measured
+ * here (no GPU): at 10-25 GB/s for pageable host memory, 40-100 µs per MiB.
  */
 
 /** The size of a cudaIpcMemHandle_t: 64 opaque bytes. */

@@ -33,8 +33,9 @@ export interface SliceSource {
 }
 
 /**
- * System and CUDA regions as one source. CUDA slices are read and written with cudaMemcpy (device to host for
- * inputs, host to device for outputs): what Triton does for a backend that asks for its tensors in CPU memory.
+ * System and CUDA regions as one source. CUDA slices bound without `deviceTensors` are read and written with
+ * cudaMemcpy (device to host for inputs, host to device for outputs): what Triton does for a backend that asks for
+ * its tensors in CPU memory. With it, they stay on the device (see BindOptions).
  */
 export function sliceSource(system: SystemSharedMemory, cuda: CudaSharedMemory): SliceSource {
   return {
