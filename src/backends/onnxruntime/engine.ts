@@ -36,7 +36,7 @@ import { check, ortApi, OrtStatusError, type Out, type Ptr } from './capi/api.js
 import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
 import { providerError } from './capi/providers.js';
-import { CudaTensors, describePlacement } from './capi/device-tensors.js';
+import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
 import { OrtRunner } from './capi/run.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
@@ -340,7 +340,7 @@ class CapiModel implements EngineModel {
     try {
       const out: Out = [null];
       check(api.GetAllocatorWithDefaultOptions(out));
-      if (spec.kind === 'KIND_GPU') cuda = new CudaTensors(spec.device);
+      if (spec.kind === 'KIND_GPU' && runsOnClientMemory(providers)) cuda = new CudaTensors(spec.device);
       runner = new OrtRunner(session, {
         runConfig: s.plan.runConfig,
         logSeverity: s.logSeverity,

@@ -6,7 +6,7 @@ import { Collected, never, open, request } from '../../../../test/helpers/capi-e
 import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
 import { check, ortApi, type Out, type Ptr } from './api.js';
-import { CudaTensors, describePlacement } from './device-tensors.js';
+import { CudaTensors, describePlacement, runsOnClientMemory } from './device-tensors.js';
 import { typeAndShape } from './tensors.js';
 
 /**
@@ -84,6 +84,13 @@ describe('CudaTensors (OrtValues over client CUDA memory)', () => {
       cuda.release();
     }
     assert.throws(() => cuda.input(onDevice(0, [4])), /used after release/);
+  });
+
+  it('a session that replays CUDA graphs does not run on client memory (the graph keeps its captured addresses)', () => {
+    const cuda = { name: 'cuda', options: [['device_id', '0'] as const] };
+    assert.equal(runsOnClientMemory([cuda]), true);
+    assert.equal(runsOnClientMemory([{ options: [['trt_cuda_graph_enable', '1'] as const] }, cuda]), false);
+    assert.equal(runsOnClientMemory([{ options: [['trt_cuda_graph_enable', '0'] as const] }, cuda]), true);
   });
 
   it('describes where a run’s tensors were, for the verbose log', () => {

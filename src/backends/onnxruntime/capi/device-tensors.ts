@@ -17,6 +17,10 @@ const ORT_MEM_TYPE_DEFAULT = 0;
  * Ownership: one per instance, owning the "Cuda" OrtMemoryInfo of its device (released with the instance). The
  * OrtValues only borrow the device memory, which the client's region owns and the server holds until the request
  * is answered; the runner releases the values when its run ends. Threading: JavaScript thread.
+ *
+ * Ordering: the client finished writing its inputs before it sent the request; onnxruntime's Run synchronizes its
+ * providers before it returns (its default; the run config `disable_synchronize_execution_providers=1` would
+ * break this), so the outputs are complete in the client's memory when the response goes out.
  */
 export class CudaTensors {
   readonly memory: DeviceMemory;
@@ -89,6 +93,18 @@ export class CudaTensors {
     );
     return out[0] as Ptr;
   }
+}
+
+/**
+ * Whether a KIND_GPU session with these providers may run on client memory: not when it replays CUDA graphs
+ * (TensorRT's `trt_cuda_graph_enable`), which read and write the addresses seen at capture, not this run's.
+ */
+export function runsOnClientMemory(
+  providers: ReadonlyArray<{ options: ReadonlyArray<readonly [string, string]> }>,
+): boolean {
+  return !providers.some((p) =>
+    p.options.some(([k, v]) => (k === 'trt_cuda_graph_enable' || k === 'enable_cuda_graph') && v === '1'),
+  );
 }
 
 /** Where a run's tensors were, for the verbose log: `inputs INPUT0 cuda:0; outputs OUTPUT0 cuda:0, OUTPUT1 host`. */
