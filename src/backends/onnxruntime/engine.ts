@@ -345,10 +345,10 @@ class CapiModel implements EngineModel {
         runConfig: s.plan.runConfig,
         logSeverity: s.logSeverity,
         cpuMemoryInfo: s.lease.cpuMemoryInfo,
+        device: cuda,
         allocator: out[0] as Ptr,
         tag: spec.name,
         overridable: s.overridable,
-        device: cuda,
       });
     } catch (err) {
       cuda?.release();
