@@ -37,6 +37,8 @@ export interface RunnerOptions {
   runConfig: ReadonlyArray<readonly [string, string]>;
   /** onnxruntime log severity for runs (0 verbose … 4 fatal). */
   logSeverity: number;
+  /** KIND_GPU: OrtValues over the CUDA memory of the instance's device (device tensors of client CUDA shm). */
+  device?: CudaTensors;
   /** The env's CPU memory info (inputs live there) and onnxruntime's default allocator (string tensors). */
   cpuMemoryInfo: Ptr;
   allocator: Ptr;
@@ -46,8 +48,6 @@ export interface RunnerOptions {
    * onnxruntime does not list among the session's inputs but accepts as feeds by name.
    */
   overridable?: readonly TensorSignature[];
-  /** KIND_GPU: OrtValues over the CUDA memory of the instance's device (device tensors of client CUDA shm). */
-  device?: CudaTensors;
 }
 
 export class OrtRunner {
