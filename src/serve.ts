@@ -156,6 +156,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
     allowClientShm: opts.allowClientShm,
+    cudaRuntime: opts.cudaRuntime,
     allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
     gpus: opts.gpus ?? (await cudaDeviceIds()),
     responseCacheBytes: opts.responseCacheBytes,

@@ -1,5 +1,6 @@
 import type { ModelConfig } from '../config/model-config.js';
 import type { DataType } from '../core/datatypes.js';
+import type { DeviceMemory, RequestDeviceMemory } from '../core/device.js';
 import type { Parameters } from '../core/inference.js';
 import type { Logger } from '../core/logger.js';
 import type { Tensor } from '../core/tensor.js';
@@ -20,6 +21,12 @@ import type { Tensor } from '../core/tensor.js';
  *   buffers after handing them to `execute` (they may be detached).
  * - response outputs are GIVEN to the host by `send`: the engine must not touch their memory afterwards. Outputs of
  *   one batch may be views into one allocation (the batch's split); they stay valid as long as any view is held.
+ * - device memory (client CUDA shared memory, core/device.ts): a request's tensors with `device` set, and the
+ *   buffers of `device.outputs`, belong to the client's region, which the server holds until the response was
+ *   made; the engine BORROWS them until `execute` settles and never frees them. Only an instance whose
+ *   `deviceMemory` names that device gets them; the host hands every other instance host copies (inputs) and no
+ *   output buffers (the server copies their host outputs into the region afterwards). An engine that wrote an
+ *   output into its device buffer answers that tensor with `device` set and empty `data`.
  */
 
 /** One tensor of a model file's signature, as the engine reports it. Dims: -1 for dynamic. */
@@ -49,6 +56,8 @@ export interface EngineRequest {
   /** Sequence correlation id (sequence batcher), when the request has one. */
   readonly correlationId?: bigint | string;
   readonly parameters?: Readonly<Parameters>;
+  /** Present when some input or requested output lives in device memory (see the ownership rules above). */
+  readonly device?: RequestDeviceMemory;
 }
 
 /** One response to a request: exactly the outputs it asked for, in its order. GIVEN to the host. */
@@ -109,6 +118,11 @@ export interface EngineInstance {
    * then replaces the instance as if its thread had died. (Rejecting `execute` with an EngineFault does the same.)
    */
   readonly died?: Promise<Error>;
+  /**
+   * Device memory the engine reads inputs from and writes outputs into directly (onnxruntime's KIND_GPU instances:
+   * their CUDA device). Absent: the instance gets host memory only.
+   */
+  readonly deviceMemory?: DeviceMemory;
   /** Releases the instance. Called exactly once, after its last `execute` settled. */
   destroy(): Promise<void>;
 }
@@ -209,6 +223,8 @@ export interface ModelHandle {
 export interface Instance {
   readonly name: string;
   readonly execute: Execute;
+  /** The engine's `deviceMemory`, where its transport can pass device addresses (in-process only). */
+  readonly deviceMemory?: DeviceMemory;
   /** Destroys the instance after its in-flight batch; idempotent. */
   destroy(): Promise<void>;
   /**

@@ -195,7 +195,7 @@ export const FLAGS = {
   'response-cache-byte-size': { kind: 'int', help: 'Deprecated: use --cache-config=local,size=<bytes>.' },
   'allow-client-shm': {
     kind: 'bool',
-    help: 'Let clients register system shared-memory regions for inputs and outputs (CUDA shared memory is not supported).',
+    help: 'Let clients register system and CUDA shared-memory regions for inputs and outputs.',
     default: false,
   },
 } as const satisfies Record<string, FlagSpec>;

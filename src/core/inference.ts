@@ -1,3 +1,4 @@
+import type { RequestDeviceMemory } from './device.js';
 import type { Tensor } from './tensor.js';
 
 /** A request or tensor parameter value (Triton's InferParameter oneof). */
@@ -50,6 +51,8 @@ export interface InferRequest {
   /** Undefined: every output of the model. */
   outputs?: RequestedOutput[];
   parameters?: Parameters;
+  /** Set by the server when inputs or outputs live in device memory (client CUDA shared memory). */
+  device?: RequestDeviceMemory;
 }
 
 export interface InferResponse {

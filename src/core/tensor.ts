@@ -1,4 +1,5 @@
 import { DATATYPES, type DataType, type FixedTypedArray } from './datatypes.js';
+import type { DeviceBuffer } from './device.js';
 import { InvalidArgError } from './errors.js';
 
 /** A BYTES tensor's elements, each its raw bytes. */
@@ -11,6 +12,11 @@ export interface Tensor {
   datatype: DataType;
   shape: number[];
   data: TensorData;
+  /**
+   * Set when the bytes live in device memory (client CUDA shared memory, fixed-size datatypes only): `data` is then
+   * empty. Only an engine whose instance takes that device sees such a tensor (core/device.ts says who owns it).
+   */
+  device?: DeviceBuffer;
 }
 
 /** Elements in `shape`, checked: every dim a non-negative safe integer and the product safe. */

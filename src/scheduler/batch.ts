@@ -7,9 +7,13 @@ import type { EngineRequest } from '../backends/contract.js';
 
 /**
  * True when `b` may join a batch started by `a`: same inputs with equal non-batch dims (Triton's
- * RequiredEqualInputs), except inputs declared `allow_ragged_batch`, whose shapes may differ.
+ * RequiredEqualInputs), except inputs declared `allow_ragged_batch`, whose shapes may differ; neither has device
+ * tensors.
  */
 export function canMerge(a: EngineRequest, b: EngineRequest, ragged: ReadonlySet<string>): boolean {
+  // A request with tensors in device memory runs alone: joining it with others would need a device-side gather
+  // (Triton copies into one contiguous buffer); alone, the engine reads and writes the client's buffers in place.
+  if (a.device !== undefined || b.device !== undefined) return false;
   if (a.inputs.length !== b.inputs.length) return false;
   for (const x of a.inputs) {
     const y = b.inputs.find((t) => t.name === x.name);

@@ -162,6 +162,8 @@ export class DynamicBatcher implements Scheduler {
       if (this.#preferred.has(rows)) best = run.length;
     }
     if (run.length === 0) return null;
+    // A request with device tensors never joins others (batch.ts): waiting for a bigger batch would only delay it.
+    if (run[0].request.device !== undefined) return { run };
     // After stop() nothing new arrives, so there is nothing to wait for.
     const delayExceeded = this.#stopped || now - this.#queue.oldest() >= this.#delayMs;
     if (best > 0 && !delayExceeded) return { run: run.slice(0, best) };

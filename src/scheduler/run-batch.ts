@@ -1,4 +1,5 @@
 import type { EngineRequest, EngineResponse, Instance, Responder } from '../backends/contract.js';
+import { placeRequests } from '../backends/device-placement.js';
 import { CancelWatch } from '../core/cancel-watch.js';
 import { CancelledError, InternalError, NereidError } from '../core/errors.js';
 import type { ScheduledResult, SchedulerContext, ScheduleOptions } from './scheduler.js';
@@ -110,11 +111,12 @@ export async function runBatch(
 
   const signal = cancels.start(members);
   try {
-    timings = await instance.execute(
+    // Device tensors stay on the device only for an instance that takes that device; others get host copies.
+    const requests = placeRequests(
       members.map((m) => m.request),
-      responder,
-      signal,
+      instance.deviceMemory,
     );
+    timings = await instance.execute(requests, responder, signal);
     ctx.stats.recordExecution(rows, timings);
     executed = true;
     for (let i = 0; i < n; i++) {

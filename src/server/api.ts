@@ -115,8 +115,13 @@ export interface InferenceServerExtensions {
   checkSystemSharedMemoryRegister(name: string): void;
   registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void;
   unregisterSystemSharedMemory(name?: string): void;
-  /** CUDA shared memory: not supported by this build (registration is INVALID_ARG, "GPUs not supported"). */
+  /**
+   * CUDA shared memory (`raw_handle`: a 64-byte cudaIpcMemHandle_t). Gated like system shared memory; on a
+   * machine where CUDA cannot be used, registration is INVALID_ARG "..., GPUs not supported" (Triton's words).
+   */
   cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[];
-  registerCudaSharedMemory(name: string): void;
+  /** Throws what a registration of `name` is refused for before its body is read (disabled, empty name). */
+  checkCudaSharedMemoryRegister(name: string): void;
+  registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: bigint, byteSize: bigint): void;
   unregisterCudaSharedMemory(name?: string): void;
 }

@@ -1,7 +1,14 @@
 import type { Backend, BackendConfig, EngineResponse } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
+import {
+  AlreadyExistsError,
+  InvalidArgError,
+  NereidError,
+  NotFoundError,
+  UnavailableError,
+  UnsupportedError,
+} from '../core/errors.js';
 import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
@@ -36,8 +43,9 @@ import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 import { PathRedactor } from './redact.js';
-import { bindSharedMemory, usesSharedMemory } from './shm/bind.js';
+import { bindSharedMemory, sliceSource, usesSharedMemory, type SliceSource } from './shm/bind.js';
 import { CudaSharedMemory } from './shm/cuda.js';
+import type { CudaRuntime, CudaUnavailable } from '../native/cudart.js';
 import { SystemSharedMemory } from './shm/regions.js';
 import { sweepStaleOverrideDirs } from '../repository/overrides.js';
 import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
@@ -70,6 +78,11 @@ export interface InferenceServerOptions {
   trace?: TraceOptions;
   /** `--allow-client-shm`: clients may register shared-memory regions (default false, as Triton). */
   allowClientShm?: boolean;
+  /**
+   * Loads the CUDA runtime for CUDA shared memory (default: libcudart through koffi, at the first registration).
+   * Tests on machines without a GPU pass a test double of the GPU boundary.
+   */
+  cudaRuntime?: () => CudaRuntime | CudaUnavailable;
   /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
   responseCacheBytes?: number;
   /** `--allow-code-in-load-requests`: load requests may carry code (model.py, .pt, libraries); default false. */
@@ -90,6 +103,8 @@ export class InferenceServer implements InferenceServerApi {
   /** Client shared-memory regions (registered by clients, read and written by their requests). */
   readonly #shm: SystemSharedMemory;
   readonly #cudaShm: CudaSharedMemory;
+  /** Both kinds as one namespace of region names, for requests. */
+  readonly #slices: SliceSource;
   readonly #cache: ResponseCache | undefined;
   /** Versions already warned about a response too large for the cache (once each). */
   readonly #tooLarge = new WeakSet<ModelVersion>();
@@ -114,7 +129,12 @@ export class InferenceServer implements InferenceServerApi {
     this.#tracer = new Tracer(opts.trace);
     this.#paths = new PathRedactor(opts.repositories);
     this.#shm = new SystemSharedMemory({ enabled: opts.allowClientShm ?? false });
-    this.#cudaShm = new CudaSharedMemory({ enabled: opts.allowClientShm ?? false, system: this.#shm });
+    this.#cudaShm = new CudaSharedMemory({
+      enabled: opts.allowClientShm ?? false,
+      systemHas: (name) => this.#shm.status().some((r) => r.name === name),
+      runtime: opts.cudaRuntime,
+    });
+    this.#slices = sliceSource(this.#shm, this.#cudaShm);
     this.#cache = opts.responseCacheBytes === undefined ? undefined : new ResponseCache(opts.responseCacheBytes);
   }
 
@@ -299,7 +319,9 @@ export class InferenceServer implements InferenceServerApi {
     try {
       if (!usesSharedMemory(request)) return await this.#infer(request, opts);
       // Inputs read from, outputs written to the client's regions; the regions stay open until this request is done.
-      const bound = await bindSharedMemory(this.#shm, request);
+      const bound = await bindSharedMemory(this.#slices, request, {
+        deviceTensors: this.#takesDeviceTensors(request, opts),
+      });
       try {
         return bound.finish(await this.#infer(bound.request, opts));
       } finally {
@@ -308,6 +330,30 @@ export class InferenceServer implements InferenceServerApi {
     } finally {
       this.#inflight--;
     }
+  }
+
+  /**
+   * Whether a request's CUDA slices may reach the scheduler as device tensors (the instance that runs it then
+   * decides: its own device → zero copy, else a host copy; backends/device-placement.ts), or must be copied to host
+   * memory at once: ensembles and sequence batchers copy and keep input data, the response cache hashes it, and a
+   * decoupled model's responses are not written back to the region one by one. A model that cannot be resolved
+   * answers its error later, in #infer.
+   */
+  #takesDeviceTensors(request: InferRequest, opts: InferOptions): boolean {
+    let target: Target;
+    try {
+      const r = opts.resolved;
+      target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    } catch {
+      return false;
+    }
+    const { spec, versionEntry } = target;
+    return (
+      spec.sequence === undefined &&
+      spec.ensemble === undefined &&
+      versionEntry.stats.cache === undefined &&
+      !target.decoupled
+    );
   }
 
   async #infer(request: InferRequest, opts: InferOptions): Promise<InferResponse> {
@@ -371,7 +417,8 @@ export class InferenceServer implements InferenceServerApi {
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
-    const cache = version.stats.cache === undefined ? undefined : this.#cache;
+    // Device tensors carry no host data to hash (#takesDeviceTensors keeps them from cached models anyway).
+    const cache = version.stats.cache === undefined || engineRequest.device !== undefined ? undefined : this.#cache;
     const key = cache && cacheKey(model.name, version.version, engineRequest, parameters);
     const hit = key === undefined ? undefined : cache?.lookup(key);
     const lookupNs = key === undefined ? 0 : Number(process.hrtime.bigint() - started);
@@ -533,6 +580,10 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void {
+    // One namespace for both kinds, as Triton's manager.
+    if (this.#cudaShm.status().some((r) => r.name === name)) {
+      throw new AlreadyExistsError(`shared memory region '${name}' already in manager`);
+    }
     this.#shm.register(name, key, offset, byteSize);
   }
 
@@ -544,12 +595,16 @@ export class InferenceServer implements InferenceServerApi {
     return this.#cudaShm.status(name);
   }
 
-  registerCudaSharedMemory(name: string): void {
-    this.#cudaShm.register(name);
+  checkCudaSharedMemoryRegister(name: string): void {
+    this.#cudaShm.checkRegister(name);
   }
 
-  unregisterCudaSharedMemory(): void {
-    this.#cudaShm.unregister();
+  registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: bigint, byteSize: bigint): void {
+    this.#cudaShm.register(name, rawHandle, deviceId, byteSize);
+  }
+
+  unregisterCudaSharedMemory(name?: string): void {
+    this.#cudaShm.unregister(name);
   }
 
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
@@ -561,6 +616,7 @@ export class InferenceServer implements InferenceServerApi {
       await this.#repo.close();
       await this.#tracer.close();
       this.#shm.close();
+      this.#cudaShm.close();
       this.#closed = true;
       this.#logger.info('all models unloaded');
     })();

@@ -1,4 +1,5 @@
 import type { EngineRequest } from '../backends/contract.js';
+import { DATATYPES } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
 import type { InferRequest, RequestedOutput } from '../core/inference.js';
 import { elementCount, type Tensor } from '../core/tensor.js';
@@ -59,13 +60,22 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
       batchSize = b;
     }
     const count = elementCount(shape, `input '${input.name}'`);
-    const got = input.data.length;
+    // A device input's bytes were checked against its shape when it was bound (shm/bind.ts); checked again here.
+    const got =
+      input.device === undefined ? input.data.length : input.device.byteSize / DATATYPES[input.datatype].byteSize;
     if (got !== count) {
       throw new InvalidArgError(
         `input '${input.name}' for model '${model}': shape ${fmt(shape)} needs ${count} elements, got ${got}`,
       );
     }
-    inputs.push({ name: input.name, datatype: input.datatype, shape: engineShape(cfg, shape, mbs), data: input.data });
+    const tensor: Tensor = {
+      name: input.name,
+      datatype: input.datatype,
+      shape: engineShape(cfg, shape, mbs),
+      data: input.data,
+    };
+    if (input.device !== undefined) tensor.device = input.device;
+    inputs.push(tensor);
   }
   if (spec.requiredInputs.some((n) => !seen.has(n))) {
     const missing = spec.requiredInputs.filter((n) => !seen.has(n));
@@ -89,6 +99,7 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
       batchSize: mbs > 0 ? batchSize : 1,
       id: req.id,
       parameters: req.parameters,
+      ...(req.device === undefined ? {} : { device: req.device }),
     },
     outputs,
   };

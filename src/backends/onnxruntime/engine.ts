@@ -11,6 +11,8 @@ import {
   UnavailableError,
   UnsupportedError,
 } from '../../core/errors.js';
+import type { DeviceMemory } from '../../core/device.js';
+import type { Tensor } from '../../core/tensor.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import { completeConfig } from '../autocomplete.js';
 import type {
@@ -34,6 +36,7 @@ import { check, ortApi, OrtStatusError, type Out, type Ptr } from './capi/api.js
 import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
 import { providerError } from './capi/providers.js';
+import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
 import { OrtRunner } from './capi/run.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
@@ -162,19 +165,24 @@ export class CapiInstance implements EngineInstance {
   readonly name: string;
   /** Settles (never rejects) when the instance hit a sticky error: the transport marks the model UNAVAILABLE. */
   readonly died: Promise<Error>;
+  /** KIND_GPU: the CUDA device whose memory (client CUDA shared memory) runs read and write in place. */
+  readonly deviceMemory: DeviceMemory | undefined;
   readonly #state: ModelState;
   readonly #session: OrtSession;
   readonly #runner: OrtRunner;
+  readonly #cuda: CudaTensors | undefined;
   #current: Promise<unknown> | undefined;
   #failure: Error | undefined;
   #die!: (err: Error) => void;
   #destroying: Promise<void> | undefined;
 
-  constructor(name: string, state: ModelState, session: OrtSession, runner: OrtRunner) {
+  constructor(name: string, state: ModelState, session: OrtSession, runner: OrtRunner, cuda?: CudaTensors) {
     this.name = name;
     this.#state = state;
     this.#session = session;
     this.#runner = runner;
+    this.#cuda = cuda;
+    this.deviceMemory = cuda?.memory;
     this.died = new Promise((resolve) => (this.#die = resolve));
   }
 
@@ -225,9 +233,14 @@ export class CapiInstance implements EngineInstance {
   }
 
   async #execute(requests: readonly EngineRequest[], responder: Responder): Promise<ExecuteTimings> {
-    if (this.#state.batching || requests.length === 1) {
+    // Device tensors are not joined (no device-side gather): such a batch runs request by request (the dynamic
+    // batcher never forms one; this keeps another scheduler correct).
+    const together = requests.length === 1 || (this.#state.batching && !requests.some((r) => r.device !== undefined));
+    if (together) {
       const inputs = joinInputs(requests, this.#state.ragged);
-      const { outputs, timings } = await this.#runner.run(inputs, batchOutputNames(requests));
+      const device = requests.length === 1 ? requests[0].device : undefined;
+      const { outputs, timings } = await this.#runner.run(inputs, batchOutputNames(requests), device?.outputs);
+      if (device !== undefined) this.#logPlacement(inputs, outputs);
       const t = process.hrtime.bigint();
       splitOutputs(requests, outputs).forEach((r, i) => responder.send(i, r, { final: true }));
       timings.computeOutputNs += Number(process.hrtime.bigint() - t);
@@ -237,7 +250,9 @@ export class CapiInstance implements EngineInstance {
     const sum: ExecuteTimings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
     for (let i = 0; i < requests.length; i++) {
       try {
-        const { outputs, timings } = await this.#runner.run(requests[i].inputs, requests[i].outputs);
+        const { device } = requests[i];
+        const { outputs, timings } = await this.#runner.run(requests[i].inputs, requests[i].outputs, device?.outputs);
+        if (device !== undefined) this.#logPlacement(requests[i].inputs, outputs);
         responder.send(
           i,
           { outputs: requests[i].outputs.map((n) => outputs.find((o) => o.name === n)!) },
@@ -252,6 +267,11 @@ export class CapiInstance implements EngineInstance {
       }
     }
     return sum;
+  }
+
+  /** Verbose: where a run with client device memory read and wrote (the device script checks it on a GPU). */
+  #logPlacement(inputs: readonly Tensor[], outputs: readonly Tensor[]): void {
+    this.#state.logger.debug({ instance: this.name }, `onnxruntime run: ${describePlacement(inputs, outputs)}`);
   }
 
   #fail(err: Error): void {
@@ -279,6 +299,7 @@ export class CapiInstance implements EngineInstance {
       await this.#current.catch(() => undefined);
     }
     this.#runner.release();
+    this.#cuda?.release();
     await this.#session.release();
     liveInstances--;
   }
@@ -316,23 +337,28 @@ class CapiModel implements EngineModel {
       api.ReleaseSessionOptions(options);
     }
     let runner: OrtRunner;
+    // A KIND_GPU instance (CUDA or TensorRT provider on its device) reads and writes client CUDA memory in place.
+    let cuda: CudaTensors | undefined;
     try {
       const out: Out = [null];
       check(api.GetAllocatorWithDefaultOptions(out));
+      if (spec.kind === 'KIND_GPU' && runsOnClientMemory(providers)) cuda = new CudaTensors(spec.device);
       runner = new OrtRunner(session, {
         runConfig: s.plan.runConfig,
         logSeverity: s.logSeverity,
         cpuMemoryInfo: s.lease.cpuMemoryInfo,
+        device: cuda,
         allocator: out[0] as Ptr,
         tag: spec.name,
         overridable: s.overridable,
         blocking: s.blockingRuns,
       });
     } catch (err) {
+      cuda?.release();
       await session.release();
       throw err;
     }
-    const instance = new CapiInstance(spec.name, s, session, runner);
+    const instance = new CapiInstance(spec.name, s, session, runner, cuda);
     this.#instances.add(instance);
     liveInstances++;
     if (liveInstances > runThreads()) {

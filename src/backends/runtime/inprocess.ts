@@ -1,3 +1,4 @@
+import type { DeviceMemory } from '../../core/device.js';
 import type {
   Backend,
   BackendDescriptor,
@@ -41,6 +42,8 @@ export function inProcessBackend(
 class InProcessInstance implements Instance {
   readonly name: string;
   readonly died: Promise<Error>;
+  /** In-process, device addresses mean the same to the engine as to the host. */
+  readonly deviceMemory: DeviceMemory | undefined;
   readonly #engine: EngineInstance;
   #die!: (e: Error) => void;
   #destroyed: Promise<void> | undefined;
@@ -48,6 +51,7 @@ class InProcessInstance implements Instance {
   constructor(name: string, engine: EngineInstance) {
     this.name = name;
     this.#engine = engine;
+    this.deviceMemory = engine.deviceMemory;
     this.died = new Promise((resolve) => (this.#die = resolve));
     void engine.died?.then((err) => this.#die(err));
   }

@@ -35,6 +35,9 @@ const opt = (v: unknown): string | undefined => (typeof v === 'string' && v !== 
 /** A uint64 field as received (`longs: String`), exact. */
 const u64 = (v: unknown): bigint => (typeof v === 'string' || typeof v === 'number' ? BigInt(v) : 0n);
 
+/** An int64 field as received (`longs: String`), exact; negative values stay negative (and are refused later). */
+const i64 = (v: unknown): bigint => (typeof v === 'string' || typeof v === 'number' ? BigInt(v) : 0n);
+
 /** Status lists as the proto's map, keyed by region name. */
 function regionMap<T extends { name: string }>(regions: T[]): Record<string, T> {
   return Object.fromEntries(regions.map((r) => [r.name, r]));
@@ -168,7 +171,9 @@ export function serviceHandlers(
       regions: regionMap(api.cudaSharedMemoryStatus(opt(r.name))),
     })),
     CudaSharedMemoryRegister: h('CudaSharedMemoryRegister', (r) => {
-      api.registerCudaSharedMemory(str(r.name));
+      api.checkCudaSharedMemoryRegister(str(r.name));
+      const handle = r.raw_handle instanceof Uint8Array ? r.raw_handle : new Uint8Array(0);
+      api.registerCudaSharedMemory(str(r.name), handle, i64(r.device_id), u64(r.byte_size));
       return {};
     }),
     CudaSharedMemoryUnregister: h('CudaSharedMemoryUnregister', (r) => {

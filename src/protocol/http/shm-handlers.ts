@@ -42,13 +42,39 @@ async function register(
   kind: 'system' | 'cuda',
   region: string,
 ): Promise<void> {
-  if (kind === 'cuda') return api.registerCudaSharedMemory(region);
+  if (kind === 'cuda') return registerCuda(ctx, api, region);
   api.checkSystemSharedMemoryRegister(region);
   const body = await jsonBody(ctx.req, ctx.maxInputSize);
   const key = body.key;
   if (key === undefined) throw new InvalidArgError("Shared memory register request has no 'key' field");
   if (typeof key !== 'string') throw new InvalidArgError("Unable to parse 'key': expected a string");
   api.registerSystemSharedMemory(region, key, uint(body, 'offset', 0n), uint(body, 'byte_size'));
+}
+
+/**
+ * A CUDA registration body, read in Triton's order: `raw_handle` (an object with the base64 string `b64`),
+ * `byte_size`, `device_id`; the handle must decode to exactly 64 bytes.
+ */
+async function registerCuda(ctx: RouteContext, api: InferenceServerApi, region: string): Promise<void> {
+  api.checkCudaSharedMemoryRegister(region);
+  const body = await jsonBody(ctx.req, ctx.maxInputSize);
+  const raw = body.raw_handle;
+  if (raw === undefined) throw new InvalidArgError("Shared memory register request has no 'raw_handle' field");
+  const b64 = typeof raw === 'object' && raw !== null ? (raw as Record<string, unknown>).b64 : undefined;
+  if (typeof b64 !== 'string') throw new InvalidArgError("Unable to parse 'b64': expected a string in 'raw_handle'");
+  const byteSize = uint(body, 'byte_size');
+  const deviceId = uint(body, 'device_id');
+  api.registerCudaSharedMemory(region, decodeBase64(b64), deviceId, byteSize);
+}
+
+/** Strict base64 (RFC 4648, padding optional): Node's decoder skips bad characters, which would hide a bad handle. */
+function decodeBase64(s: string): Uint8Array {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.replace(/=+$/, '').length % 4 === 1) {
+    throw new InvalidArgError(
+      "'raw_handle' is not valid base64: 'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t",
+    );
+  }
+  return new Uint8Array(Buffer.from(s, 'base64'));
 }
 
 export const sharedMemory: Handler = async (ctx) => {

@@ -60,6 +60,8 @@ const TABLE = {
   RunOptionsUnsetTerminate: [47, P, [P]],
   CreateTensorAsOrtValue: [48, P, [P, P, 'size_t', 'int', OUT]],
   CreateTensorWithDataAsOrtValue: [49, P, [P, P, 'size_t', P, 'size_t', 'int', OUT]],
+  // The same function over a device address (a CUDA pointer as an integer: never memory JavaScript could view).
+  CreateTensorWithDeviceDataAsOrtValue: [49, P, [P, 'uint64_t', 'size_t', P, 'size_t', 'int', OUT]],
   GetTensorMutableData: [51, P, [P, OUT]],
   FillStringTensor: [52, P, [P, 'const char**', 'size_t']],
   GetStringTensorDataLength: [53, P, [P, P]],

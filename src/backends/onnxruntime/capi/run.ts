@@ -1,4 +1,5 @@
 import { CancelledError, InternalError, InvalidArgError, NereidError } from '../../../core/errors.js';
+import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
 import koffi from 'koffi';
 import type { ExecuteTimings, TensorSignature } from '../../contract.js';
@@ -6,6 +7,7 @@ import { callAsync, check, ortApi, OrtStatusError, statusError, type Out, type P
 import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
+import type { CudaTensors } from './device-tensors.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -16,10 +18,12 @@ import { createInput, createOutput, readOutput, type InputValue, type OutputBuff
  * (or the global) intra-op threads; nothing in it calls back into JavaScript, so a busy event loop never stalls
  * it, and it works with intra_op_thread_count 1 (the pool thread computes).
  *
- * Memory: input OrtValues borrow the request's TypedArrays; both stay referenced by this function's frame until
- * Run returned and the OrtValues were released. Outputs land in JavaScript memory once: when the same input
- * shapes ran before, the outputs are preallocated in JavaScript memory of the shapes seen then and onnxruntime
- * writes (GPU: copies device-to-host) into them; otherwise onnxruntime allocates them and they are copied once.
+ * Memory: input OrtValues borrow the request's TypedArrays (or a device tensor's CUDA memory: device-tensors.ts);
+ * both stay referenced by this function's frame until Run returned and the OrtValues were released. Outputs land
+ * in JavaScript memory once: when the same input shapes ran before, the outputs are preallocated in JavaScript
+ * memory of the shapes seen then and onnxruntime writes (GPU: copies device-to-host) into them — or, for outputs
+ * the client placed in CUDA memory of this instance's device, into that memory; otherwise onnxruntime allocates
+ * them and they are copied once.
  * Output OrtValues are released on every path.
  */
 
@@ -33,6 +37,8 @@ export interface RunnerOptions {
   runConfig: ReadonlyArray<readonly [string, string]>;
   /** onnxruntime log severity for runs (0 verbose … 4 fatal). */
   logSeverity: number;
+  /** KIND_GPU: OrtValues over the CUDA memory of the instance's device (device tensors of client CUDA shm). */
+  device?: CudaTensors;
   /** The env's CPU memory info (inputs live there) and onnxruntime's default allocator (string tensors). */
   cpuMemoryInfo: Ptr;
   allocator: Ptr;
@@ -103,8 +109,15 @@ export class OrtRunner {
     check(ortApi().RunOptionsSetTerminate(this.#runOptions));
   }
 
-  /** One Run of `inputs` producing `outputNames` in that order. */
-  async run(inputs: readonly Tensor[], outputNames: readonly string[]): Promise<RunResult> {
+  /**
+   * One Run of `inputs` producing `outputNames` in that order. Inputs with `device` are read on the device;
+   * outputs in `deviceOutputs` are written there when their shape is known beforehand (answered with `device`).
+   */
+  async run(
+    inputs: readonly Tensor[],
+    outputNames: readonly string[],
+    deviceOutputs?: ReadonlyMap<string, DeviceBuffer>,
+  ): Promise<RunResult> {
     if (this.#released) throw new InternalError('onnxruntime runner used after release');
     if (this.#running) throw new InternalError('onnxruntime runner: one run at a time');
     const api = ortApi();
@@ -132,7 +145,11 @@ export class OrtRunner {
             `input '${t.name}': the model expects shape [${s.dims.join(',')}], got [${t.shape.join(',')}]`,
           );
         }
-        values.push(createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator));
+        values.push(
+          t.device === undefined
+            ? createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator)
+            : this.#deviceTensors(t.name).input(t),
+        );
         inNames.push(s.namePtr);
       }
       const key = OutputShapes.key(inputs);
@@ -142,7 +159,7 @@ export class OrtRunner {
       const guess = known !== undefined && outputNames.every((n) => known.has(n)) ? known : undefined;
       if (guess !== undefined) {
         try {
-          outputs = await this.#runInto(inNames, values, outNames, outputNames, guess);
+          outputs = await this.#runInto(inNames, values, outNames, outputNames, guess, deviceOutputs);
         } catch (err) {
           // A cancelled run is not retried; any other failure may be our shape guess (a mismatch is reported as
           // a generic failure): run again the plain way, which reports the model's own error if there is one.
@@ -169,6 +186,13 @@ export class OrtRunner {
       }
       this.#running = false;
     }
+  }
+
+  /** The instance's device tensors; the host gives device tensors only to instances that have them. */
+  #deviceTensors(name: string): CudaTensors {
+    const d = this.#opts.device;
+    if (d === undefined) throw new InternalError(`tensor '${name}' is in device memory, but this instance runs on CPU`);
+    return d;
   }
 
   /** When the last native Run returned (the rest of `run` is reading outputs). */
@@ -200,13 +224,18 @@ export class OrtRunner {
     outNames: Ptr[],
     outputNames: readonly string[],
     guess: ReadonlyMap<string, { datatype: Tensor['datatype']; shape: readonly number[] }>,
+    deviceOutputs: ReadonlyMap<string, DeviceBuffer> | undefined,
   ): Promise<Tensor[]> {
     const api = ortApi();
     const buffers: OutputBuffer[] = [];
     try {
       for (const n of outputNames) {
         const g = guess.get(n)!;
-        buffers.push(createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo));
+        const onDevice = deviceOutputs?.get(n);
+        buffers.push(
+          (onDevice && this.#deviceTensors(n).output(n, g.datatype, g.shape, onDevice)) ??
+            createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo),
+        );
       }
       const outs: Array<Ptr | null> = buffers.map((b) => b.value);
       await this.#call(inNames, values, outNames, outs);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tritonclient's CUDA shared-memory flow (tritonclient.utils.cuda_shared_memory, unchanged: scripts/gpu/cudashm_flow.py)
+# against Nereid serving `simple` as KIND_GPU and KIND_CPU onnxruntime models, on the device tool's H200 (no Node, no network;
+# Python 3.12 with torch + CUDA 13). Packed by scripts/gpu/pack-cudashm.sh into .device/cs/part-NN (58 MiB each).
+# One device call per part, back to back (what a call copies to /tmp survives while the machine stays warm), from
+# the repository root:
+#   call k (k = 00, 01, ...): carry [".device/cs/part-k", ".device/cs/parts"]
+#                             bash scripts/gpu/cudashm-on-device.sh
+# Each call keeps its part in /tmp/cs; the call that brings the last part unpacks everything and runs the flow.
+# Output: $OUT/cudashm-output.txt (the checks, 'N passed, N failed') and $OUT/nereid.log.
+set -uo pipefail
+T=/tmp/cs
+out=${OUT:-$T}
+mkdir -p "$T/parts"
+log() { echo "[cudashm] $*"; }
+want=$(cat .device/cs/parts 2>/dev/null || echo 0)
+for p in .device/cs/part-*; do [ -f "$p" ] && cp "$p" "$T/parts/"; done
+have=$(ls "$T/parts" | wc -l)
+if [ "$have" -lt "$want" ]; then log "kept part(s) $(ls "$T/parts" | tr '\n' ' '); $have of $want: call again with the next part"; exit 0; fi
+
+if [ ! -f "$T/ready" ]; then
+  t0=$(date +%s)
+  cat "$T"/parts/part-* | tar xf - -C /tmp || exit 2   # the tar holds cs/...: lands in /tmp/cs
+  xz -T0 -dc "$T/node.xz" > "$T/node" && chmod +x "$T/node"
+  rm -rf "$T/nm" && mkdir -p "$T/nm"
+  xz -T0 -dc "$T/nm.tar.xz" | tar xf - -C "$T/nm"
+  xz -T0 -dc "$T/deps.tar.xz" | tar xf - -C "$T/nm"
+  lib="$T/nm/node_modules/onnxruntime-node/bin/napi-v6/linux/x64"
+  xz -T0 -dc "$T/cuda90.so.xz" > "$lib/libonnxruntime_providers_cuda.so"
+  xz -T0 -dc "$T/shared.so.xz" > "$lib/libonnxruntime_providers_shared.so"
+  touch "$T/ready"
+  log "unpacked in $(( $(date +%s) - t0 )) s"
+fi
+# CUDA 13 (cudart, cuBLAS, cuDNN) from torch's nvidia-* wheels: the CUDA provider and Nereid's libcudart need them.
+nv=$(python3 -c "import glob, os, nvidia; print(':'.join(sorted(glob.glob(os.path.join(os.path.dirname(nvidia.__path__[0]), 'nvidia', '*', 'lib')))))" 2>/dev/null || true)
+export LD_LIBRARY_PATH="${nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Only the Python packages the device lacks are installed from the carried wheels (its numpy stays).
+missing=()
+for m in "tritonclient:tritonclient" "cuda.bindings:cuda_python cuda_bindings cuda_pathfinder" \
+         "geventhttpclient:geventhttpclient gevent greenlet zope_event zope_interface brotli certifi urllib3" \
+         "rapidjson:python_rapidjson" "grpc:grpcio typing_extensions" "google.protobuf:protobuf" "packaging:packaging"; do
+  python3 -c "import ${m%%:*}" 2>/dev/null || missing+=(${m#*:})
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  wheels=()
+  for w in "${missing[@]}"; do wheels+=("$(ls "$T"/wheels/${w}-*.whl "$T"/wheels/${w//_/.}-*.whl 2>/dev/null | head -1)"); done
+  rm -rf "$T/py" && python3 -m pip install -q --disable-pip-version-check --no-deps --no-index --target "$T/py" "${wheels[@]}" || exit 4
+  export PYTHONPATH="$T/py"
+  log "installed from the carry: ${missing[*]}"
+fi
+
+# `simple` as a KIND_GPU model on GPU 0 (reads and writes client CUDA memory in place) and as a KIND_CPU one (gets
+# host copies): the same requests, the same answers, two paths.
+rm -rf "$T/models"
+for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU; do
+  name=${m%%:*}; kind=${m#*:}
+  mkdir -p "$T/models/$name/1"
+  cp examples/model_repository/simple/1/model.onnx "$T/models/$name/1/"
+  sed "s/^name: \"simple\"/name: \"$name\"/" examples/model_repository/simple/config.pbtxt > "$T/models/$name/config.pbtxt"
+  if [ "$kind" = KIND_GPU ]; then group='{ kind: KIND_GPU, count: 1, gpus: [ 0 ] }'; else group='{ kind: KIND_CPU, count: 1 }'; fi
+  printf '\ninstance_group [ %s ]\n' "$group" >> "$T/models/$name/config.pbtxt"
+done
+
+# The build goes where it was built (it reads ../../package.json), beside node_modules, in this copy of the checkout.
+rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
+[ -L node_modules ] && rm -f node_modules
+[ -e node_modules ] || ln -s "$T/nm/node_modules" node_modules
+{
+  echo "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); node $("$T/node" --version)"
+  python3 -c "import tritonclient, cuda.bindings, numpy; print('== tritonclient', tritonclient.__file__, '| cuda.bindings', cuda.bindings.__version__, '| numpy', numpy.__version__)"
+  "$T/node" dist/cli/nereid.cjs serve --model-repository "$T/models" --allow-client-shm=true \
+    --http-port 18000 --grpc-port 18001 --metrics-port 18002 --log-verbose 1 > "$out/nereid.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 120); do curl -sf localhost:18000/v2/models/simple_gpu/ready > /dev/null && break; sleep 0.5; done
+  echo "== ready: $(curl -s -o /dev/null -w '%{http_code}' localhost:18000/v2/models/simple_gpu/ready)"
+  timeout 240 python3 scripts/gpu/cudashm_flow.py localhost:18000 localhost:18001 "$out/nereid.log"
+  echo "flow exit $?"
+  echo "== nvidia-smi (the node process holds the GPU):"; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+  kill "$pid"; wait "$pid" 2>/dev/null
+  echo "== device runs logged: $(grep -c 'onnxruntime run: inputs' "$out/nereid.log")"
+  echo "== nereid log (tail, without the per-run lines):"; grep -v 'onnxruntime run: inputs' "$out/nereid.log" | tail -n 40
+} 2>&1 | tee "$out/cudashm-output.txt"
