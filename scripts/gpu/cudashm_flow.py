@@ -41,7 +41,8 @@ def run_lines():
 def check(what, ok, detail=""):
     global passed, failed
     passed, failed = passed + bool(ok), failed + (not ok)
-    print(f"[cudashm] {'PASS' if ok else 'FAIL'} {what}{(': ' + str(detail)) if detail else ''}", flush=True)
+    shown = "" if detail is None or (isinstance(detail, str) and detail == "") else f": {detail}"
+    print(f"[cudashm] {'PASS' if ok else 'FAIL'} {what}{shown}", flush=True)
 
 
 def flow(proto, mod, url):
@@ -75,8 +76,8 @@ def flow(proto, mod, url):
                 cudashm.set_shared_memory_region(handles[2], [zeros])
                 cudashm.set_shared_memory_region(handles[3], [zeros])
                 result = client.infer(model, inputs, outputs=outputs)
-                out0 = cudashm.get_contents_as_numpy(handles[2], "INT32", [1, 16])
-                out1 = cudashm.get_contents_as_numpy(handles[3], "INT32", [1, 16])
+                out0 = cudashm.get_contents_as_numpy(handles[2], np.int32, [1, 16])
+                out1 = cudashm.get_contents_as_numpy(handles[3], np.int32, [1, 16])
                 what = f"{proto}: {model} infer {i}"
                 check(f"{what}: OUTPUT0 = in0 + in1 read from the device", np.array_equal(out0, in0 + in1), out0)
                 check(f"{what}: OUTPUT1 = in0 - in1 read from the device", np.array_equal(out1, in0 - in1), out1)
@@ -105,7 +106,7 @@ def flow(proto, mod, url):
             cudashm.set_shared_memory_region(handles[2], [zeros])
             seen = len(run_lines())
             result = client.infer("simple_gpu", mixed_in, outputs=outputs)
-            out0 = cudashm.get_contents_as_numpy(handles[2], "INT32", [1, 16])
+            out0 = cudashm.get_contents_as_numpy(handles[2], np.int32, [1, 16])
             check(f"{proto}: a misaligned input still gives in0 + in1", np.array_equal(out0, in0 + in1), out0)
             if log_path is not None:
                 lines = run_lines()[seen:]
