@@ -1,4 +1,5 @@
 import { defaultBackends } from './backends/index.js';
+import { startFrontEnds, type RunningFrontEnds } from './frontend/pool.js';
 import { createLogger } from './core/logger.js';
 import { cudaDeviceIds } from './gpu/index.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
@@ -25,6 +26,15 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpAddress?: string;
   /** `--http-max-input-size`: largest request body after decompression, in bytes. */
   httpMaxInputSize?: number;
+  /**
+   * `--http-thread-count`: front-end threads running the HTTP and gRPC protocols (src/frontend/). 1 (the default
+   * here; `nereid serve` defaults to the cores): the main thread serves them itself, with no hop.
+   */
+  httpThreadCount?: number;
+  /** `--reuse-http-port`: listen with SO_REUSEPORT, so other servers may share the HTTP port. */
+  reuseHttpPort?: boolean;
+  /** `--reuse-grpc-port`: the same for the gRPC port. */
+  reuseGrpcPort?: boolean;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
   /** `--allow-grpc` (default true). */
@@ -74,6 +84,8 @@ export interface RunningNereid {
   metricsAddress?: string;
   /** Port of the Prometheus endpoint when metrics are on. */
   metricsPort?: number;
+  /** The front-end threads when `httpThreadCount` > 1. */
+  frontEnds?: RunningFrontEnds;
   /**
    * Readiness turns false and new requests are refused, in-flight ones finish (up to `exitTimeoutSecs` for gRPC
    * streams), then the models are unloaded and the listeners closed. Idempotent: every call gets the same promise.
@@ -112,10 +124,40 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
   let metrics: RunningMetricsServer | undefined;
   let grpc: RunningGrpcServer | undefined;
+  let frontEnds: RunningFrontEnds | undefined;
   let grpcHost: string | undefined;
   let metricsHost: string | undefined;
+  const threads = opts.httpThreadCount ?? D.httpThreadCount;
   try {
-    if (opts.allowGrpc ?? D.allowGrpc) {
+    if (threads > 1) {
+      // The protocols run on front-end threads; the main thread keeps the server (models, schedulers, statistics).
+      const httpHost = opts.httpAddress ?? D.address;
+      if (opts.allowGrpc ?? D.allowGrpc) grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, '');
+      frontEnds = await startFrontEnds(server, {
+        threads,
+        http:
+          (opts.allowHttp ?? D.allowHttp)
+            ? { host: httpHost, port: opts.httpPort ?? D.httpPort, maxInputSize: opts.httpMaxInputSize }
+            : undefined,
+        grpc:
+          grpcHost === undefined
+            ? undefined
+            : {
+                host: grpcHost,
+                port: opts.grpcPort ?? D.grpcPort,
+                keepalive: opts.grpcKeepalive,
+                compressionLevel: opts.grpcCompressionLevel,
+                tls: opts.grpcTls,
+              },
+        logger: opts.logger,
+      });
+      if (frontEnds.grpcPort !== undefined) {
+        opts.logger?.info(`Started GRPCInferenceService at ${grpcHost}:${frontEnds.grpcPort} (${threads} threads)`);
+      }
+      if (frontEnds.httpPort !== undefined) {
+        opts.logger?.info(`Started HTTPService at ${httpHost}:${frontEnds.httpPort} (${threads} threads)`);
+      }
+    } else if (opts.allowGrpc ?? D.allowGrpc) {
       const host = (grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, ''));
       grpc = await startGrpcServer(server, {
         host,
@@ -123,6 +165,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         keepalive: opts.grpcKeepalive,
         compressionLevel: opts.grpcCompressionLevel,
         tls: opts.grpcTls,
+        reusePort: opts.reuseGrpcPort,
         logger: opts.logger,
       });
       opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
@@ -141,30 +184,39 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       server.setObserver(metrics.observer);
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
-    if (opts.allowHttp ?? D.allowHttp) {
+    if (threads <= 1 && (opts.allowHttp ?? D.allowHttp)) {
       http = await startHttpServer(server, {
         host: opts.httpAddress ?? D.address,
         port: opts.httpPort ?? D.httpPort,
         maxInputSize: opts.httpMaxInputSize,
+        reusePort: opts.reuseHttpPort,
         logger: opts.logger,
       });
       opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
     }
   } catch (err) {
     await grpc?.close(0);
+    await frontEnds?.close(0);
     await metrics?.close();
     await server.close();
     await closeBackends();
     throw err;
   }
   let closing: Promise<void> | undefined;
+  const httpAt =
+    http ??
+    (frontEnds?.httpPort !== undefined
+      ? { address: frontEnds.httpAddress as string, port: frontEnds.httpPort }
+      : undefined);
+  const grpcPort = grpc?.port ?? frontEnds?.grpcPort;
   return {
     server,
-    httpUrl: http ? `http://${urlHost(http.address)}:${http.port}` : undefined,
-    httpAddress: http?.address,
-    httpPort: http?.port,
-    grpcAddress: grpc ? grpcHost : undefined,
-    grpcPort: grpc?.port,
+    httpUrl: httpAt ? `http://${urlHost(httpAt.address)}:${httpAt.port}` : undefined,
+    httpAddress: httpAt?.address,
+    httpPort: httpAt?.port,
+    grpcAddress: grpcPort !== undefined ? grpcHost : undefined,
+    grpcPort,
+    frontEnds,
     metricsAddress: metrics ? metricsHost : undefined,
     metricsPort: metrics?.port,
     close() {
@@ -172,7 +224,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
         const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
-        await Promise.all([http?.close(), grpc?.close(graceMs)]);
+        await Promise.all([http?.close(), grpc?.close(graceMs), frontEnds?.close(graceMs)]);
         await metrics?.close();
         await server.close();
         await closeBackends();

@@ -28,6 +28,20 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  'http-thread-count': {
+    kind: 'int',
+    help: 'Front-end threads serving HTTP and gRPC (1: the main thread serves them itself). Default: one per core.',
+  },
+  'reuse-http-port': {
+    kind: 'bool',
+    help: 'Listen with SO_REUSEPORT: other servers may share the HTTP port.',
+    default: false,
+  },
+  'reuse-grpc-port': {
+    kind: 'bool',
+    help: 'Listen with SO_REUSEPORT: other servers may share the gRPC port.',
+    default: false,
+  },
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },

@@ -26,6 +26,11 @@ export interface ResolvedModel {
   readonly version: number;
   readonly maxBatchSize: number;
   readonly inputs: readonly TensorMetadata[];
+  /**
+   * Identity of the lookup: the same object while the same load of the same version would serve the request. Front-end
+   * threads cache their lookups and learn from it that one went stale (src/frontend/host.ts).
+   */
+  readonly key?: object;
 }
 
 export interface InferOptions extends CallOptions {

@@ -4,6 +4,7 @@ import type { InferenceServerApi } from '../../server/api.js';
 import { healthHandlers, serviceHandlers } from './handlers.js';
 import { modelInfer, modelStreamInfer } from './infer.js';
 import { loadServices } from './proto.js';
+import { listenReusePort } from './reuse-port.js';
 
 /** Triton's largest gRPC message (INT32_MAX); grpc-js would default to 4 MiB for what it receives. */
 export const GRPC_MAX_MESSAGE_SIZE = 2 ** 31 - 1;
@@ -53,6 +54,8 @@ export interface GrpcServerOptions {
    */
   compressionLevel?: 'none' | 'low' | 'medium' | 'high';
   tls?: GrpcTlsOptions;
+  /** Listen with SO_REUSEPORT (Triton's `--reuse-grpc-port`; front-end threads share the port): reuse-port.ts. */
+  reusePort?: boolean;
 }
 
 /** A started gRPC endpoint. */
@@ -116,13 +119,18 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   server.addService(Health.service, healthHandlers(api, logger));
   const host = opts.host ?? '0.0.0.0';
   const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${opts.port}` : `${host}:${opts.port}`;
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, credentials(opts.tls), (err, bound) => (err ? reject(err) : resolve(bound))),
-  );
+  const listener = opts.reusePort ? await listenReusePort(server, credentials(opts.tls), host, opts.port) : undefined;
+  const port =
+    listener?.port ??
+    (await new Promise<number>((resolve, reject) =>
+      server.bindAsync(address, credentials(opts.tls), (err, bound) => (err ? reject(err) : resolve(bound))),
+    ));
   let closing: Promise<void> | undefined;
   return {
     port,
     close(graceMs = 30_000) {
+      // A reuse-port listener stops accepting first; it closes once the connections it handed over have ended.
+      const stopped = listener?.close();
       closing ??= new Promise<void>((resolve) => {
         const timer = setTimeout(() => server.forceShutdown(), graceMs);
         timer.unref();
@@ -131,7 +139,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
           resolve();
         });
       });
-      return closing;
+      return stopped ? closing.then(() => stopped) : closing;
     },
   };
 }

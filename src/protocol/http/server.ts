@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { Server, type AddressInfo, type Socket } from 'node:net';
+import { Server, type AddressInfo, type ListenOptions, type Socket } from 'node:net';
 import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
@@ -28,6 +28,11 @@ export interface HttpServerOptions {
   port: number;
   /** Largest request body, after decompression, in bytes (default 64 MiB). */
   maxInputSize?: number;
+  /**
+   * Listen with SO_REUSEPORT (Triton's `--reuse-http-port`): several listeners, in this process's front-end threads
+   * or in other processes, share the port and the kernel spreads connections among them. Needs Node >= 22.12.
+   */
+  reusePort?: boolean;
   logger?: Logger;
 }
 
@@ -90,7 +95,10 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
+    // `reusePort` is newer than the @types/node this project builds against.
+    const listen: ListenOptions & { reusePort?: boolean } = { port: opts.port, host: opts.host };
+    if (opts.reusePort) listen.reusePort = true;
+    server.listen(listen, () => {
       server.off('error', reject);
       resolve();
     });

@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
+import { describe, it } from 'node:test';
+import { CancelledError, InternalError, NereidError, NotFoundError } from '../core/errors.js';
+import type { InferRequest, InferResponse } from '../core/inference.js';
+import {
+  fromWireError,
+  packInfer,
+  packResult,
+  toWireError,
+  unpackInfer,
+  unpackResult,
+  type InferMessage,
+  type ResultMessage,
+} from './wire.js';
+
+/** Sends `msg` through a real MessagePort (structured clone + transfer) and returns what arrives. */
+function cross<T>(msg: T, transfer: ArrayBuffer[]): T {
+  const { port1, port2 } = new MessageChannel();
+  port1.postMessage(msg, transfer);
+  const got = receiveMessageOnPort(port2)?.message as T;
+  port1.close();
+  return got;
+}
+
+describe('front-end wire', () => {
+  it('moves a request across: whole-buffer tensors are transferred, views into a shared body are copied once', () => {
+    const body = new Uint8Array(128);
+    const a = new Int32Array(body.buffer, 0, 16).fill(7);
+    const b = new Int32Array(body.buffer, 64, 16).fill(9);
+    const own = BigInt64Array.from([2n ** 63n - 1n, -(2n ** 63n)]);
+    const request: InferRequest = {
+      model: 'm',
+      version: '2',
+      id: 'r1',
+      parameters: { priority: 1, big: 2n ** 60n },
+      outputs: [{ name: 'O', classCount: 2 }],
+      inputs: [
+        { name: 'A', datatype: 'INT32', shape: [1, 16], data: a },
+        { name: 'B', datatype: 'INT32', shape: [1, 16], data: b, parameters: { p: 'x' } },
+        { name: 'C', datatype: 'INT64', shape: [2], data: own },
+        { name: 'S', datatype: 'BYTES', shape: [2], data: [Buffer.from('hé'), new Uint8Array(0)] },
+      ],
+    };
+    const { msg, transfer } = packInfer(5, 3, 11, request);
+    assert.equal(transfer.length, 4, 'two copies, the owned INT64 buffer and the packed BYTES');
+    assert.ok(!transfer.includes(body.buffer), 'the shared body is not detached');
+    assert.ok(transfer.includes(own.buffer as ArrayBuffer));
+    const got = unpackInfer(cross(msg, transfer));
+    assert.equal(own.length, 0, 'the owned buffer was moved, not copied');
+    assert.equal(body.byteLength, 128, 'the body stays usable on the sending side');
+    assert.deepEqual(got.parameters, { priority: 1, big: 2n ** 60n });
+    assert.deepEqual(got.outputs, [{ name: 'O', classCount: 2 }]);
+    assert.equal(got.model, 'm');
+    assert.equal(got.version, '2');
+    assert.equal(got.id, 'r1');
+    assert.deepEqual([...(got.inputs[0].data as Int32Array)], Array(16).fill(7));
+    assert.deepEqual([...(got.inputs[1].data as Int32Array)], Array(16).fill(9));
+    assert.deepEqual(got.inputs[1].parameters, { p: 'x' });
+    assert.deepEqual([...(got.inputs[2].data as BigInt64Array)], [2n ** 63n - 1n, -(2n ** 63n)]);
+    const s = got.inputs[3].data as Uint8Array[];
+    assert.deepEqual(
+      s.map((e) => Buffer.from(e).toString()),
+      ['hé', ''],
+    );
+  });
+
+  it('moves a response across and leaves the views of a shared batch allocation intact', () => {
+    const batch = new Float32Array(8).fill(1.5);
+    const response: InferResponse = {
+      model: 'm',
+      version: '1',
+      outputs: [
+        { name: 'Y', datatype: 'FP32', shape: [1, 4], data: batch.subarray(0, 4) },
+        { name: 'U', datatype: 'UINT64', shape: [1], data: BigUint64Array.from([2n ** 64n - 1n]) },
+      ],
+    };
+    const { msg, transfer } = packResult(9, true, response);
+    const arrived = cross<ResultMessage>(msg, transfer);
+    assert.equal(arrived[2], true);
+    const got = unpackResult(arrived);
+    assert.equal(batch.length, 8, 'the batch allocation still serves the other requests of the batch');
+    assert.deepEqual([...(got.outputs[0].data as Float32Array)], [1.5, 1.5, 1.5, 1.5]);
+    assert.deepEqual([...(got.outputs[1].data as BigUint64Array)], [2n ** 64n - 1n]);
+    assert.equal(got.id, undefined);
+  });
+
+  it('keeps a SharedArrayBuffer tensor shared instead of copying it', () => {
+    const shared = new Int32Array(new SharedArrayBuffer(16));
+    const { msg, transfer } = packInfer(1, 0, 0, {
+      model: 'm',
+      inputs: [{ name: 'A', datatype: 'INT32', shape: [4], data: shared }],
+    });
+    assert.equal(transfer.length, 0);
+    const got = unpackInfer(cross<InferMessage>(msg, transfer));
+    (got.inputs[0].data as Int32Array)[0] = 42;
+    assert.equal(shared[0], 42);
+  });
+
+  it('keeps the error class, code and message; an unexpected error stays unexpected with its cause', () => {
+    const nf = fromWireError(cross(toWireError(new NotFoundError('no model')), []));
+    assert.ok(nf instanceof NotFoundError);
+    assert.equal(nf.code, 'NOT_FOUND');
+    assert.equal(nf.message, 'no model');
+    assert.equal(nf.unexpected, false);
+
+    const bug = fromWireError(cross(toWireError(new TypeError('x is undefined')), []));
+    assert.ok(bug instanceof InternalError);
+    assert.equal(bug.unexpected, true);
+    assert.equal((bug.cause as Error).name, 'TypeError');
+    assert.match((bug.cause as Error).stack ?? '', /x is undefined/);
+
+    const aborted = fromWireError(toWireError(new DOMException('gone', 'AbortError')));
+    assert.ok(aborted instanceof CancelledError);
+    assert.ok(NereidError.from(aborted) === aborted);
+  });
+});
