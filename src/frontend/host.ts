@@ -2,6 +2,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { InvalidArgError, type NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { InferenceServerApi, ResolvedModel } from '../server/api.js';
+import { Outbox } from './outbox.js';
 import { answerSyncCalls } from './sync-call.js';
 import {
   fromWireError,
@@ -42,7 +43,7 @@ export interface Poster {
 
 export class FrontEndHost {
   readonly #api: InferenceServerApi;
-  readonly #port: Poster;
+  readonly #outbox: Outbox;
   readonly #logger: Logger;
   readonly #controllers = new Map<number, AbortController>();
   readonly #tokens = new Map<number, object>();
@@ -56,7 +57,7 @@ export class FrontEndHost {
     logger: Logger,
   ) {
     this.#api = api;
-    this.#port = port;
+    this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer));
     this.#logger = logger;
     answerSyncCalls(sync.port, sync.flag, (method, args) => this.#sync(method, args));
   }
@@ -64,6 +65,9 @@ export class FrontEndHost {
   /** Handles one message from the thread; false when it is not for the host (thread control: pool.ts). */
   handle(msg: unknown[]): boolean {
     switch (msg[0]) {
+      case Tag.BATCH:
+        for (const m of msg[1] as unknown[][]) this.handle(m);
+        return true;
       case Tag.INFER:
         this.#infer(msg as InferMessage);
         return true;
@@ -116,7 +120,7 @@ export class FrontEndHost {
     let stale = false;
     const fail = (err: unknown): void => {
       const reply: ErrorMessage = [Tag.ERROR, id, stale, toWireError(err)];
-      this.#port.postMessage(reply);
+      this.#outbox.send(reply);
     };
     let resolved: ResolvedModel;
     let request;
@@ -135,7 +139,7 @@ export class FrontEndHost {
       if (this.#dead) return;
       try {
         const { msg: result, transfer } = packResult(id, stale, response);
-        this.#port.postMessage(result, transfer);
+        this.#outbox.send(result, transfer, fail);
       } catch (err) {
         fail(err);
       }
@@ -145,7 +149,7 @@ export class FrontEndHost {
   #call([, id, signalId, method, args]: CallMessage): void {
     const reply = (ok: boolean, value: unknown): void => {
       const msg: ReplyMessage = [Tag.REPLY, id, ok, value];
-      this.#port.postMessage(msg);
+      this.#outbox.send(msg, undefined, (err) => this.#outbox.send([Tag.REPLY, id, false, toWireError(err)]));
     };
     const opts = { ...(args[1] as object), signal: this.#signal(signalId) };
     const run =

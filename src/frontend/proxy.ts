@@ -14,6 +14,7 @@ import type {
   ServerMetadata,
   TraceSettings,
 } from '../server/api.js';
+import { Outbox } from './outbox.js';
 import type { SyncCaller } from './sync-call.js';
 import {
   fromWireError,
@@ -61,7 +62,7 @@ interface Lookup extends ResolvedModel {
 }
 
 export class ProxyServerApi implements InferenceServerApi {
-  readonly #port: MessagePort;
+  readonly #outbox: Outbox;
   readonly #sync: SyncCaller;
   readonly #pending = new Map<number, Pending>();
   #nextId = 0;
@@ -75,13 +76,17 @@ export class ProxyServerApi implements InferenceServerApi {
   #failed: NereidError | undefined;
 
   constructor(port: MessagePort, sync: SyncCaller) {
-    this.#port = port;
+    this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer));
     this.#sync = sync;
   }
 
   /** Feeds an answer from the main thread; false when `msg` is not one. */
   handle(msg: unknown[]): boolean {
     const tag = msg[0];
+    if (tag === Tag.BATCH) {
+      for (const m of msg[1] as unknown[][]) this.handle(m);
+      return true;
+    }
     if (tag !== Tag.RESULT && tag !== Tag.ERROR && tag !== Tag.REPLY) return false;
     const p = this.#pending.get(msg[1] as number);
     if (p === undefined) return true;
@@ -115,15 +120,24 @@ export class ProxyServerApi implements InferenceServerApi {
     const lookup = opts.resolved as Lookup | undefined;
     const id = ++this.#nextId;
     const signal = opts.signal;
+    let packed: ReturnType<typeof packInfer>;
     try {
-      const { msg, transfer } = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, request);
-      this.#port.postMessage(msg, transfer);
+      packed = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, request);
     } catch (err) {
       return Promise.reject(NereidError.from(err));
     }
-    return new Promise((resolve, reject) =>
+    const answer = new Promise<InferResponse>((resolve, reject) =>
       this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject, signal, lookup }),
     );
+    this.#outbox.send(packed.msg, packed.transfer, (err) => this.#fail(id, err));
+    return answer;
+  }
+
+  /** A call that could not be sent. */
+  #fail(id: number, err: unknown): void {
+    const p = this.#pending.get(id);
+    this.#pending.delete(id);
+    p?.reject(NereidError.from(err));
   }
 
   checkModel(name: string, version?: string): ResolvedModel {
@@ -151,35 +165,32 @@ export class ProxyServerApi implements InferenceServerApi {
     const sid = (id = ++this.#nextSignal);
     this.#signals.set(signal, sid);
     this.#collected.register(signal, sid);
-    const abort = (): void => this.#port.postMessage([Tag.ABORT, sid, toWireError(signal.reason)]);
+    const abort = (): void => this.#outbox.send([Tag.ABORT, sid, toWireError(signal.reason)]);
     if (signal.aborted) abort();
     else signal.addEventListener('abort', abort, { once: true });
     return sid;
   }
 
-  /** Signal ids whose signals were collected go back in one message per batch. */
+  /** Signal ids whose signals were collected go back together, once per turn of the event loop. */
   #release(id: number): void {
     this.#released.push(id);
     if (this.#released.length > 1) return;
     setImmediate(() => {
       const ids = this.#released;
       this.#released = [];
-      this.#port.postMessage([Tag.RELEASE, ids]);
+      this.#outbox.send([Tag.RELEASE, ids]);
     }).unref();
   }
 
   #call<T>(method: AsyncMethod, args: unknown[], signal: AbortSignal | undefined): Promise<T> {
     if (this.#failed) return Promise.reject(this.#failed);
     const id = ++this.#nextId;
-    try {
-      const msg: CallMessage = [Tag.CALL, id, this.#signalId(signal), method, args];
-      this.#port.postMessage(msg);
-    } catch (err) {
-      return Promise.reject(NereidError.from(err));
-    }
-    return new Promise((resolve, reject) =>
+    const answer = new Promise<T>((resolve, reject) =>
       this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject, signal, lookup: undefined }),
     );
+    const msg: CallMessage = [Tag.CALL, id, this.#signalId(signal), method, args];
+    this.#outbox.send(msg, undefined, (err) => this.#fail(id, err));
+    return answer;
   }
 
   async loadModel(name: string, opts: LoadOptions & { signal?: AbortSignal } = {}): Promise<void> {

@@ -32,6 +32,8 @@ export const Tag = Object.freeze({
   FAILED: 7,
   FATAL: 8,
   CLOSED: 9,
+  /** Several messages in one postMessage, either way (outbox.ts). */
+  BATCH: 10,
   // main → front-end thread
   RESULT: 20,
   ERROR: 21,
