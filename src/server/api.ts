@@ -49,6 +49,10 @@ export interface InferenceServerApi extends InferenceServerExtensions {
   modelConfig(name: string, version?: string): ModelConfig;
   /** Throws NotFoundError unless the model (and version) can take requests; lets protocols fail fast before parsing bodies. */
   checkModel(name: string, version?: string): ResolvedModel;
+  /**
+   * The request's tensor buffers are GIVEN: the caller must not read or reuse them afterwards (a front-end thread's
+   * proxy transfers them to the main thread: src/frontend/wire.ts). The response's tensors are given to the caller.
+   */
   infer(request: InferRequest, opts?: InferOptions): Promise<InferResponse>;
   close(): Promise<void>;
 }
