@@ -42,7 +42,11 @@ export class Outbox {
     this.#fails = [];
     try {
       if (msgs.length === 1) this.#post(msgs[0], transfers[0] ?? []);
-      else this.#post([Tag.BATCH, msgs], transfers.flatMap((t) => t ?? []));
+      else
+        this.#post(
+          [Tag.BATCH, msgs],
+          transfers.flatMap((t) => t ?? []),
+        );
     } catch {
       // One message could not be cloned, and nothing was sent: each goes on its own, so only that one fails.
       msgs.forEach((m, i) => {
