@@ -66,10 +66,13 @@ export class FrontEndHost {
   handle(msg: unknown[]): boolean {
     switch (msg[0]) {
       case Tag.BATCH:
-        for (const m of msg[1] as unknown[][]) this.handle(m);
+        for (const m of msg[1] as unknown[][]) {
+          if (m[0] === Tag.INFER) this.#infer(m as InferMessage, msg[2] as ArrayBuffer | undefined);
+          else this.handle(m);
+        }
         return true;
       case Tag.INFER:
-        this.#infer(msg as InferMessage);
+        this.#infer(msg as InferMessage, undefined);
         return true;
       case Tag.CALL:
         this.#call(msg as CallMessage);
@@ -114,7 +117,7 @@ export class FrontEndHost {
     c?.abort(reason);
   }
 
-  #infer(msg: InferMessage): void {
+  #infer(msg: InferMessage, arena: ArrayBuffer | undefined): void {
     const id = msg[1];
     const token = msg[3];
     let stale = false;
@@ -125,7 +128,7 @@ export class FrontEndHost {
     let resolved: ResolvedModel;
     let request;
     try {
-      request = unpackInfer(msg);
+      request = unpackInfer(msg, arena);
       resolved = this.#api.checkModel(request.model, request.version);
     } catch (err) {
       stale = token !== 0 && this.#tokens.delete(token);
@@ -138,7 +141,7 @@ export class FrontEndHost {
     this.#api.infer(request, { signal: this.#signal(msg[2]), resolved }).then((response) => {
       if (this.#dead) return;
       try {
-        const { msg: result, transfer } = packResult(id, stale, response);
+        const { msg: result, transfer } = packResult(id, stale, response, this.#outbox.arena);
         this.#outbox.send(result, transfer, fail);
       } catch (err) {
         fail(err);

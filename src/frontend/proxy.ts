@@ -84,9 +84,14 @@ export class ProxyServerApi implements InferenceServerApi {
   handle(msg: unknown[]): boolean {
     const tag = msg[0];
     if (tag === Tag.BATCH) {
-      for (const m of msg[1] as unknown[][]) this.handle(m);
+      for (const m of msg[1] as unknown[][]) this.#answer(m, msg[2] as ArrayBuffer | undefined);
       return true;
     }
+    return this.#answer(msg, undefined);
+  }
+
+  #answer(msg: unknown[], arena: ArrayBuffer | undefined): boolean {
+    const tag = msg[0];
     if (tag !== Tag.RESULT && tag !== Tag.ERROR && tag !== Tag.REPLY) return false;
     const p = this.#pending.get(msg[1] as number);
     if (p === undefined) return true;
@@ -98,7 +103,7 @@ export class ProxyServerApi implements InferenceServerApi {
       return true;
     }
     if ((msg as ResultMessage | ErrorMessage)[2] && p.lookup !== undefined) this.#forget(p.lookup);
-    if (tag === Tag.RESULT) p.resolve(unpackResult(msg as ResultMessage));
+    if (tag === Tag.RESULT) p.resolve(unpackResult(msg as ResultMessage, arena));
     else p.reject(fromWireError((msg as ErrorMessage)[3]));
     return true;
   }
@@ -122,7 +127,7 @@ export class ProxyServerApi implements InferenceServerApi {
     const signal = opts.signal;
     let packed: ReturnType<typeof packInfer>;
     try {
-      packed = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, request);
+      packed = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, request, this.#outbox.arena);
     } catch (err) {
       return Promise.reject(NereidError.from(err));
     }

@@ -4,6 +4,8 @@ import { describe, it } from 'node:test';
 import { CancelledError, InternalError, NereidError, NotFoundError } from '../core/errors.js';
 import type { InferRequest, InferResponse } from '../core/inference.js';
 import {
+  Arena,
+  ARENA_MAX_BYTES,
   fromWireError,
   packInfer,
   packResult,
@@ -23,9 +25,17 @@ function cross<T>(msg: T, transfer: ArrayBuffer[]): T {
   return got;
 }
 
+/** A message packed against `arena` crossing with the arena's buffer, as outbox.ts posts it. */
+function crossWithArena<T>(msg: T, transfer: ArrayBuffer[], arena: Arena): [T, ArrayBuffer | undefined] {
+  const buffer = arena.empty ? undefined : arena.take();
+  return cross([msg, buffer] as [T, ArrayBuffer | undefined], buffer ? [buffer, ...transfer] : transfer);
+}
+
+const big = (n: number): number => ARENA_MAX_BYTES / 4 + n;
+
 describe('front-end wire', () => {
-  it('moves a request across: whole-buffer tensors are transferred, views into a shared body are copied once', () => {
-    const body = new Uint8Array(128);
+  it("moves small tensors in the arena and leaves the sender's buffers as they were", () => {
+    const body = new Uint8Array(256);
     const a = new Int32Array(body.buffer, 0, 16).fill(7);
     const b = new Int32Array(body.buffer, 64, 16).fill(9);
     const own = BigInt64Array.from([2n ** 63n - 1n, -(2n ** 63n)]);
@@ -42,13 +52,13 @@ describe('front-end wire', () => {
         { name: 'S', datatype: 'BYTES', shape: [2], data: [Buffer.from('hé'), new Uint8Array(0)] },
       ],
     };
-    const { msg, transfer } = packInfer(5, 3, 11, request);
-    assert.equal(transfer.length, 4, 'two copies, the owned INT64 buffer and the packed BYTES');
-    assert.ok(!transfer.includes(body.buffer), 'the shared body is not detached');
-    assert.ok(transfer.includes(own.buffer as ArrayBuffer));
-    const got = unpackInfer(cross(msg, transfer));
-    assert.equal(own.length, 0, 'the owned buffer was moved, not copied');
-    assert.equal(body.byteLength, 128, 'the body stays usable on the sending side');
+    const arena = new Arena();
+    const { msg, transfer } = packInfer(5, 3, 11, request, arena);
+    assert.equal(transfer.length, 0, 'nothing but the arena crosses');
+    const [arrived, buffer] = crossWithArena<InferMessage>(msg, transfer, arena);
+    const got = unpackInfer(arrived, buffer);
+    assert.equal(own.length, 2, 'small tensors are copied, the sender keeps its buffers');
+    assert.equal(body.byteLength, 256);
     assert.deepEqual(got.parameters, { priority: 1, big: 2n ** 60n });
     assert.deepEqual(got.outputs, [{ name: 'O', classCount: 2 }]);
     assert.equal(got.model, 'm');
@@ -58,11 +68,41 @@ describe('front-end wire', () => {
     assert.deepEqual([...(got.inputs[1].data as Int32Array)], Array(16).fill(9));
     assert.deepEqual(got.inputs[1].parameters, { p: 'x' });
     assert.deepEqual([...(got.inputs[2].data as BigInt64Array)], [2n ** 63n - 1n, -(2n ** 63n)]);
+    assert.equal((got.inputs[2].data as BigInt64Array).buffer, buffer, 'a view into the arena, aligned for 64 bits');
     const s = got.inputs[3].data as Uint8Array[];
     assert.deepEqual(
       s.map((e) => Buffer.from(e).toString()),
       ['hé', ''],
     );
+  });
+
+  it('transfers a large tensor that owns its buffer and copies a large view once', () => {
+    const owned = new Float32Array(big(1)).fill(2.5);
+    const shared = new Int32Array(big(8) * 2);
+    const view = shared.subarray(0, big(8)).fill(3);
+    const arena = new Arena();
+    const { msg, transfer } = packInfer(
+      1,
+      0,
+      0,
+      {
+        model: 'm',
+        inputs: [
+          { name: 'X', datatype: 'FP32', shape: [owned.length], data: owned },
+          { name: 'Y', datatype: 'INT32', shape: [view.length], data: view },
+        ],
+      },
+      arena,
+    );
+    assert.ok(arena.empty);
+    assert.equal(transfer.length, 2);
+    assert.ok(!transfer.includes(shared.buffer as ArrayBuffer), 'the shared buffer is not detached');
+    const [arrived, buffer] = crossWithArena<InferMessage>(msg, transfer, arena);
+    const got = unpackInfer(arrived, buffer);
+    assert.equal(owned.length, 0, 'moved, not copied');
+    assert.equal(shared.length, big(8) * 2, 'still usable by its other users');
+    assert.ok((got.inputs[0].data as Float32Array).every((v) => v === 2.5));
+    assert.ok((got.inputs[1].data as Int32Array).every((v) => v === 3));
   });
 
   it('moves a response across and leaves the views of a shared batch allocation intact', () => {
@@ -75,10 +115,11 @@ describe('front-end wire', () => {
         { name: 'U', datatype: 'UINT64', shape: [1], data: BigUint64Array.from([2n ** 64n - 1n]) },
       ],
     };
-    const { msg, transfer } = packResult(9, true, response);
-    const arrived = cross<ResultMessage>(msg, transfer);
+    const arena = new Arena();
+    const { msg, transfer } = packResult(9, true, response, arena);
+    const [arrived, buffer] = crossWithArena<ResultMessage>(msg, transfer, arena);
     assert.equal(arrived[2], true);
-    const got = unpackResult(arrived);
+    const got = unpackResult(arrived, buffer);
     assert.equal(batch.length, 8, 'the batch allocation still serves the other requests of the batch');
     assert.deepEqual([...(got.outputs[0].data as Float32Array)], [1.5, 1.5, 1.5, 1.5]);
     assert.deepEqual([...(got.outputs[1].data as BigUint64Array)], [2n ** 64n - 1n]);
@@ -87,12 +128,17 @@ describe('front-end wire', () => {
 
   it('keeps a SharedArrayBuffer tensor shared instead of copying it', () => {
     const shared = new Int32Array(new SharedArrayBuffer(16));
-    const { msg, transfer } = packInfer(1, 0, 0, {
-      model: 'm',
-      inputs: [{ name: 'A', datatype: 'INT32', shape: [4], data: shared }],
-    });
+    const arena = new Arena();
+    const { msg, transfer } = packInfer(
+      1,
+      0,
+      0,
+      { model: 'm', inputs: [{ name: 'A', datatype: 'INT32', shape: [4], data: shared }] },
+      arena,
+    );
     assert.equal(transfer.length, 0);
-    const got = unpackInfer(cross<InferMessage>(msg, transfer));
+    const [arrived, buffer] = crossWithArena<InferMessage>(msg, transfer, arena);
+    const got = unpackInfer(arrived, buffer);
     (got.inputs[0].data as Int32Array)[0] = 42;
     assert.equal(shared[0], 42);
   });
