@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import { serve } from '../../src/serve.js';
 import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
 /**
@@ -22,6 +23,7 @@ const io = (dt: string) => `
 input [{ name: "INPUT0" data_type: ${dt} dims: [ -1 ] }]
 output [{ name: "OUTPUT0" data_type: ${dt} dims: [ -1 ] }]`;
 const MODELS: Record<string, string> = {
+  echo: `backend: "identity" max_batch_size: 8 ${io('TYPE_INT32')}`,
   // Waits for 8 requests (or 5 s): one execution proves they met in one queue, whichever thread read them.
   batched: `backend: "identity" max_batch_size: 8 ${io('TYPE_INT32')}
     dynamic_batching { max_queue_delay_microseconds: 5000000 }`,
@@ -228,6 +230,32 @@ describe('front-end threads', () => {
       after.every((r) => r !== 'reset' && r.status === 200),
       'the replacement serves',
     );
+  });
+});
+
+describe('--reuse-http-port and --reuse-grpc-port', () => {
+  it('let a second server share both ports when both ask; a server that does not ask cannot bind them', async () => {
+    const repo = await makeRepo();
+    const base = { repositories: [repo], httpAddress: '127.0.0.1', grpcAddress: '127.0.0.1', allowMetrics: false };
+    const a = await serve({ ...base, httpPort: 0, grpcPort: 0, reuseHttpPort: true, reuseGrpcPort: true });
+    try {
+      const ports = { httpPort: a.httpPort as number, grpcPort: a.grpcPort as number };
+      // One front-end thread each: the main thread's own listeners take the flags.
+      const b = await serve({ ...base, ...ports, reuseHttpPort: true, reuseGrpcPort: true });
+      try {
+        assert.equal(b.httpPort, a.httpPort);
+        assert.equal(b.grpcPort, a.grpcPort);
+        const replies = await Promise.all(Array.from({ length: 8 }, () => infer(ports.httpPort, 'echo')));
+        assert.ok(replies.every((r) => r !== 'reset' && r.status === 200));
+      } finally {
+        await b.close();
+      }
+      await assert.rejects(serve({ ...base, ...ports, allowGrpc: false }), /EADDRINUSE/);
+      await assert.rejects(serve({ ...base, ...ports, allowHttp: false }), /EADDRINUSE|No address added/);
+    } finally {
+      await a.close();
+      await rm(repo, { recursive: true, force: true });
+    }
   });
 });
 
