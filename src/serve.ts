@@ -28,7 +28,7 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpMaxInputSize?: number;
   /**
    * `--http-thread-count`: front-end threads running the HTTP and gRPC protocols (src/frontend/). 1 (the default
-   * here; `nereid serve` defaults to the cores): the main thread serves them itself, with no hop.
+   * here; `nereid serve` defaults to one per core from 4 cores): the main thread serves them itself, with no hop.
    */
   httpThreadCount?: number;
   /** `--reuse-http-port`: listen with SO_REUSEPORT, so other servers may share the HTTP port. */

@@ -30,7 +30,7 @@ export const FLAGS = {
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
   'http-thread-count': {
     kind: 'int',
-    help: 'Front-end threads serving HTTP and gRPC (1: the main thread serves them itself). Default: one per core.',
+    help: 'Front-end threads serving HTTP and gRPC (1: the main thread serves them itself). Default: one per core from 4 cores, else 1.',
   },
   'reuse-http-port': {
     kind: 'bool',

@@ -15,7 +15,7 @@ import {
   type FlagValues,
 } from './flags.js';
 import { serve } from '../index.js';
-import { REUSE_PORT_SUPPORTED } from '../frontend/pool.js';
+import { defaultThreadCount } from '../frontend/pool.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
 async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
@@ -71,9 +71,7 @@ async function runServe(argv: string[]): Promise<number> {
     httpAddress: v['http-address'] as string,
     httpMaxInputSize: v['http-max-input-size'] as number,
     allowHttp: v['allow-http'] as boolean,
-    // One front-end thread per core where threads can share a port (pool.ts); the main thread alone elsewhere.
-    httpThreadCount:
-      (v['http-thread-count'] as number | undefined) ?? (REUSE_PORT_SUPPORTED ? availableParallelism() : 1),
+    httpThreadCount: (v['http-thread-count'] as number | undefined) ?? defaultThreadCount(availableParallelism()),
     reuseHttpPort: v['reuse-http-port'] as boolean,
     reuseGrpcPort: v['reuse-grpc-port'] as boolean,
     backendConfig: parseBackendConfig(v['backend-config'] as string[]),
