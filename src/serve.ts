@@ -1,5 +1,6 @@
 import { defaultBackends } from './backends/index.js';
 import { startFrontEnds, type RunningFrontEnds } from './frontend/pool.js';
+import { InvalidArgError } from './core/errors.js';
 import { createLogger } from './core/logger.js';
 import { cudaDeviceIds } from './gpu/index.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
@@ -100,6 +101,10 @@ export interface RunningNereid {
  */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   checkServerOptions(opts);
+  const threads = opts.httpThreadCount ?? SERVER_DEFAULTS.httpThreadCount;
+  if (!Number.isSafeInteger(threads) || threads < 1) {
+    throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
+  }
   const D = SERVER_DEFAULTS;
   const backends = defaultBackends();
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
@@ -127,7 +132,6 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   let frontEnds: RunningFrontEnds | undefined;
   let grpcHost: string | undefined;
   let metricsHost: string | undefined;
-  const threads = opts.httpThreadCount ?? D.httpThreadCount;
   try {
     if (threads > 1) {
       // The protocols run on front-end threads; the main thread keeps the server (models, schedulers, statistics).

@@ -18,6 +18,14 @@ import {
   type WireError,
 } from './wire.js';
 
+/** Model lookups one thread may hold tokens for (see #sync's checkModel). */
+const MAX_TOKENS = 4096;
+
+/** Where answers go: the thread's Worker (its parentPort on the other side). */
+export interface Poster {
+  postMessage(value: unknown, transferList?: readonly ArrayBuffer[]): void;
+}
+
 /**
  * The main thread's side of one front-end thread: answers its messages against the real InferenceServer.
  *
@@ -36,11 +44,6 @@ import {
  *
  * Threading: main thread only.
  */
-/** Where answers go: the thread's Worker (its parentPort on the other side). */
-export interface Poster {
-  postMessage(value: unknown, transferList?: readonly ArrayBuffer[]): void;
-}
-
 export class FrontEndHost {
   readonly #api: InferenceServerApi;
   readonly #outbox: Outbox;
@@ -175,6 +178,9 @@ export class FrontEndHost {
         const r = api.checkModel(a, b);
         const token = ++this.#nextToken;
         this.#tokens.set(token, r.key ?? r);
+        // Only version strings that resolve make a token ("1", "01", "001": all version 1), but a client could
+        // still grow the map: past MAX_TOKENS the oldest go, and a request carrying one is answered `stale`.
+        if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as number);
         return { name: r.name, version: r.version, maxBatchSize: r.maxBatchSize, inputs: r.inputs, token };
       }
       case 'isLive':

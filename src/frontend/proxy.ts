@@ -47,6 +47,8 @@ import {
  * Threading: lives in its front-end thread; `handle` is fed the main thread's answers by thread.ts.
  */
 
+const MAX_LOOKUPS = 1024;
+
 interface Pending {
   resolve(value: unknown): void;
   reject(err: unknown): void;
@@ -68,6 +70,7 @@ export class ProxyServerApi implements InferenceServerApi {
   #nextId = 0;
   /** model name → version ('' = latest) → lookup. */
   readonly #lookups = new Map<string, Map<string, Lookup>>();
+  #lookupCount = 0;
   #metadata: ServerMetadata | undefined;
   readonly #signals = new WeakMap<AbortSignal, number>();
   #nextSignal = 0;
@@ -150,6 +153,11 @@ export class ProxyServerApi implements InferenceServerApi {
     const hit = this.#lookups.get(name)?.get(v);
     if (hit !== undefined) return hit;
     const lookup = Object.freeze(this.#sync.call<Lookup>('checkModel', [name, version]));
+    // Bounded like the main thread's tokens (host.ts): many spellings of one version each make an entry.
+    if (++this.#lookupCount > MAX_LOOKUPS) {
+      this.#lookups.clear();
+      this.#lookupCount = 1;
+    }
     let versions = this.#lookups.get(name);
     if (versions === undefined) this.#lookups.set(name, (versions = new Map()));
     versions.set(v, lookup);

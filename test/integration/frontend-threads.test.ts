@@ -233,6 +233,17 @@ describe('front-end threads', () => {
   });
 });
 
+describe('front-end threads: options', () => {
+  it('BAD CALL - refuses a thread count that is not a positive integer before loading anything', async () => {
+    for (const httpThreadCount of [0, -1, 1.5, NaN]) {
+      await assert.rejects(
+        serve({ repositories: ['/nonexistent'], httpThreadCount }),
+        /--http-thread-count must be a positive integer/,
+      );
+    }
+  });
+});
+
 describe('--reuse-http-port and --reuse-grpc-port', () => {
   it('let a second server share both ports when both ask; a server that does not ask cannot bind them', async () => {
     const repo = await makeRepo();
