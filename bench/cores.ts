@@ -8,7 +8,7 @@
  *   npm run bench -- --cores [--threads 1,2,4,8,16] [--concurrency 1,16,64,256] [--protocols http,grpc]
  *     [--server-cpus 0-7 --client-cpus 8-15] [--loadgen-procs 8] [--batching on|off] [--instances 1]
  *     [--duration-ms 5000] [--warmup-ms 1500] [--rounds 1] [--baseline <other build's dist/cli/nereid.cjs>]
- *     [--out cores]
+ *     [--baseline-last] [--out cores]
  *
  * `--baseline` adds an A/B in the same run: that build (started without the thread flag: today's single-threaded
  * path) against this one at one thread, interleaved per round; with --rounds 3 each figure is the median of three,
@@ -44,6 +44,7 @@ const { values: o } = parseArgs({
     'warmup-ms': { type: 'string', default: '1500' },
     rounds: { type: 'string', default: '1' },
     baseline: { type: 'string' },
+    'baseline-last': { type: 'boolean', default: false },
     main: { type: 'string', default: join(ROOT, 'dist/cli/nereid.cjs') },
     out: { type: 'string', default: 'cores' },
   },
@@ -201,8 +202,13 @@ async function main(): Promise<void> {
     await appendFile(join(repo, model, 'config.pbtxt'), `instance_group [ { count: ${instances} kind: KIND_CPU } ]\n`);
   }
   const servers: { label: string; main: string; threads: number | undefined }[] = [];
-  if (o.baseline) servers.push({ label: 'baseline', main: o.baseline, threads: undefined });
   for (const t of list(o.threads as string)) servers.push({ label: `${t}`, main: o.main as string, threads: t });
+  // The baseline runs first in each round unless asked otherwise (to tell an order effect from a difference).
+  if (o.baseline) {
+    const baseline = { label: 'baseline', main: o.baseline, threads: undefined };
+    if (o['baseline-last']) servers.push(baseline);
+    else servers.unshift(baseline);
+  }
   const samples: CoresSample[] = [];
   const started = performance.now();
   progress(
