@@ -4,9 +4,10 @@
  *
  *   npm run bench              full: both models, concurrency 1/8/64, every peer that runs here (≤ 10 min)
  *   npm run bench -- --quick   simple only, concurrency 1/64, fastify peer only (≤ 1 min; what CI runs)
+ *   npm run bench -- --gpu     the GPU benchmark (bench/gpu.ts; skipped with its reason where no GPU is usable)
  *   npm run bench -- --cores   front-end threads × concurrency, HTTP and gRPC, pinned (bench/cores.ts)
  *
- * Needs `npm run build` (the bench script does it) and .venv/bin/perf_analyzer (bash scripts/setup-python.sh);
+ * Needs `npm run build` and .venv/bin/perf_analyzer (bash scripts/setup-python.sh); `npm run bench` runs both first;
  * the Python peers need .venv/peers/ (bash bench/peers/setup.sh). Progress goes to stderr, the table to stdout,
  * results to bench/results/latest.{json,md,svg} (quick: bench/results/quick.*).
  *
@@ -15,6 +16,7 @@
  */
 import { join } from 'node:path';
 import { progress, ROOT } from './common.js';
+import { runGpuBench } from './gpu.js';
 import { runLoadgen } from './loadgen.js';
 import { measureServer, type Protocol, type Row } from './measure.js';
 import { MODELS, type ModelName, type ModelSpec } from './models.js';
@@ -263,4 +265,5 @@ async function main(): Promise<void> {
   progress(`done in ${report.duration_s.toFixed(0)} s: ${out}.{json,md,svg}`);
 }
 
-await main();
+if (process.argv.includes('--gpu')) await runGpuBench();
+else await main();

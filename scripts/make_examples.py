@@ -38,6 +38,10 @@ classifier    INPUT FP32 [-1,8] -> PROBS FP32 [-1,5] (Linear + softmax);
 
 Usage (needs torch, onnx, onnxruntime, numpy):
     python scripts/make_examples.py [--out examples/model_repository]
+    python scripts/make_examples.py --bert DIR [--dtype fp32|fp16]
+        only a BERT-base (12 layers, hidden 768, 12 heads, vocabulary 30522, INT32 inputs, output FP32/FP16
+        [batch, sequence, 768], random weights) as DIR/model.onnx, for the GPU benchmark (bench/gpu.ts); fp16 is
+        exported on CUDA (torch's CPU kernels lack some fp16 ops). Not part of the example repository.
 """
 
 from __future__ import annotations
@@ -119,7 +123,8 @@ class TextEncoder(nn.Module):
         positions = torch.arange(ids.size(1), dtype=torch.long, device=ids.device).unsqueeze(0)
         x = self.ln(self.word(ids) + self.pos(positions) + self.token_type(types))
         # [b, s] -> additive bias [b, 1, 1, s]: 0 for tokens, -10000 for padding.
-        mask_bias = (1.0 - attention_mask.to(torch.float32))[:, None, None, :] * -10000.0
+        # In the model's dtype (fp32, or fp16 for the GPU benchmark's BERT-base); the same graph for fp32.
+        mask_bias = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * -10000.0
         for layer in self.layers:
             x = layer(x, mask_bias)
         return x
@@ -313,10 +318,35 @@ def write(path: str, text: str) -> None:
         f.write(text)
 
 
+def bert_base() -> TextEncoder:
+    """BERT-base's shape with random weights (seeded): what the GPU benchmark serves."""
+    torch.manual_seed(SEED)
+    return TextEncoder(vocab=30522, hidden=768, heads=12, layers=12, ffn=3072, max_pos=512).eval()
+
+
+def export_bert(out_dir: str, dtype: str) -> None:
+    device = "cuda" if dtype == "fp16" or torch.cuda.is_available() else "cpu"
+    enc = bert_base().to(device)
+    if dtype == "fp16":
+        enc = enc.half()
+    ids = torch.randint(0, 30522, (2, 128), dtype=torch.int32, device=device)
+    mask = torch.ones(2, 128, dtype=torch.int32, device=device)
+    types = torch.zeros(2, 128, dtype=torch.int32, device=device)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "sequence"} for n in names + ["output"]}
+    export(enc, (ids, mask, types), os.path.join(out_dir, "model.onnx"), names, ["output"], axes)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=os.path.join("examples", "model_repository"))
-    out = p.parse_args().out
+    p.add_argument("--bert", metavar="DIR", help="export only a BERT-base to DIR/model.onnx (GPU benchmark)")
+    p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
+    args = p.parse_args()
+    if args.bert:
+        export_bert(args.bert, args.dtype)
+        return 0
+    out = args.out
     torch.manual_seed(SEED)
     torch.use_deterministic_algorithms(True)
 

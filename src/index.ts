@@ -16,6 +16,7 @@ export { NEREID_VERSION } from './core/version.js';
 export type { InferenceServer } from './server/server.js';
 export type { GrpcKeepaliveOptions, GrpcTlsOptions } from './protocol/grpc/index.js';
 export type { TraceOptions } from './server/trace.js';
+export { LogRing, type ConsoleAccess, type ConsoleCategory } from './console/index.js';
 export { createLogger, noopLogger, type Logger, type LoggerOptions, type LogSwitches } from './core/logger.js';
 export {
   AlreadyExistsError,

@@ -1,6 +1,15 @@
 import { defaultBackends } from './backends/index.js';
 import { startFrontEnds, type RunningFrontEnds } from './frontend/pool.js';
 import { InvalidArgError } from './core/errors.js';
+import {
+  consoleRoutes,
+  type ConsoleSources,
+  crossSiteRefusal,
+  fanOutObserver,
+  LatencyWindow,
+  type ConsoleAccess,
+  type LogRing,
+} from './console/index.js';
 import { createLogger } from './core/logger.js';
 import { cudaDeviceIds } from './gpu/index.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
@@ -10,7 +19,8 @@ import {
   type GrpcTlsOptions,
   type RunningGrpcServer,
 } from './protocol/grpc/index.js';
-import { startHttpServer } from './protocol/http/server.js';
+import { DEFAULT_MAX_INPUT_SIZE, startHttpServer } from './protocol/http/server.js';
+import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import { InferenceServer, type InferenceServerOptions } from './server/server.js';
 
@@ -36,8 +46,25 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   reuseHttpPort?: boolean;
   /** `--reuse-grpc-port`: the same for the gRPC port. */
   reuseGrpcPort?: boolean;
+  /** `--max-response-bytes` (Nereid): largest inference response, HTTP body or gRPC message (default INT32_MAX). */
+  maxResponseBytes?: number;
+  /** `--http-max-connections` (Nereid): open HTTP connections at most (default 4096). */
+  httpMaxConnections?: number;
+  /** `--http-headers-timeout-secs` (Nereid): time for a request's headers to arrive (default 60). */
+  httpHeadersTimeoutSecs?: number;
+  /** `--http-request-timeout-secs` (Nereid): time for a whole request, body included, to arrive (default 300). */
+  httpRequestTimeoutSecs?: number;
+  /**
+   * During a shutdown, how long an idle HTTP keep-alive connection stays open for its client's next request (Triton
+   * serves open connections until its exit timeout). Default 5000 ms; 0 closes idle connections at once.
+   */
+  httpDrainIdleMs?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
+  /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
+  httpRestrictedApi?: readonly string[];
+  /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
+  grpcRestrictedProtocol?: readonly string[];
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
@@ -49,6 +76,13 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   grpcCompressionLevel?: 'none' | 'low' | 'medium' | 'high';
   /** `--grpc-use-ssl[-mutual]` with the PEM contents already read. */
   grpcTls?: GrpcTlsOptions;
+  /**
+   * `--grpc-max-input-size` (Nereid): largest gRPC message received, after decompression. Default: the HTTP limit
+   * (`--http-max-input-size`, 64 MiB), where Triton accepts up to 2 GiB.
+   */
+  grpcMaxInputSize?: number;
+  /** `--grpc-max-response-pool-size`: responses pending per ModelStreamInfer stream before it stops reading (256). */
+  grpcMaxResponsePoolSize?: number;
   /** Seconds in-flight work may take to finish at shutdown (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   /** `--allow-metrics` (default true). */
@@ -65,6 +99,12 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   allowCpuMetrics?: boolean;
   /** `--allow-gpu-metrics`: NVML's GPU families where a GPU is visible (default true). */
   allowGpuMetrics?: boolean;
+  /** `--console`: the web console at `/console` on the HTTP port (default true). */
+  console?: boolean;
+  /** The log lines the console shows (`nereid serve` keeps the last 500); without it the console shows none. */
+  consoleLogs?: LogRing;
+  /** The restricted-API check of the console's own read endpoints (config text, logs, latencies). */
+  consoleAccess?: ConsoleAccess;
 }
 
 /** A running Nereid: the server facade and its bound endpoints. `close()` is idempotent. */
@@ -106,6 +146,16 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
   }
   const D = SERVER_DEFAULTS;
+  // Parsed before any model loads, so a mistyped restriction fails start-up at once.
+  const httpRestrictions = parseRestrictions(opts.httpRestrictedApi ?? [], {
+    flag: 'http-restricted-api',
+    kind: 'api',
+  });
+  const grpcRestrictions = parseRestrictions(opts.grpcRestrictedProtocol ?? [], {
+    flag: 'grpc-restricted-protocol',
+    kind: 'protocol',
+    prefix: GRPC_RESTRICTED_HEADER_PREFIX,
+  });
   const backends = defaultBackends();
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
@@ -123,7 +173,10 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     loadModels: opts.loadModels,
     repositoryPollSecs: opts.repositoryPollSecs,
     trace: opts.trace,
+    allowClientShm: opts.allowClientShm,
+    allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
     gpus: opts.gpus ?? (await cudaDeviceIds()),
+    responseCacheBytes: opts.responseCacheBytes,
     logger: opts.logger,
   });
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
@@ -133,46 +186,36 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   let grpcHost: string | undefined;
   let metricsHost: string | undefined;
   try {
-    if (threads > 1) {
-      // The protocols run on front-end threads; the main thread keeps the server (models, schedulers, statistics).
-      const httpHost = opts.httpAddress ?? D.address;
-      if (opts.allowGrpc ?? D.allowGrpc) grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, '');
-      frontEnds = await startFrontEnds(server, {
-        threads,
-        http:
-          (opts.allowHttp ?? D.allowHttp)
-            ? { host: httpHost, port: opts.httpPort ?? D.httpPort, maxInputSize: opts.httpMaxInputSize }
-            : undefined,
-        grpc:
-          grpcHost === undefined
-            ? undefined
-            : {
-                host: grpcHost,
-                port: opts.grpcPort ?? D.grpcPort,
-                keepalive: opts.grpcKeepalive,
-                compressionLevel: opts.grpcCompressionLevel,
-                tls: opts.grpcTls,
-              },
-        logger: opts.logger,
-      });
-      if (frontEnds.grpcPort !== undefined) {
-        opts.logger?.info(`Started GRPCInferenceService at ${grpcHost}:${frontEnds.grpcPort} (${threads} threads)`);
-      }
-      if (frontEnds.httpPort !== undefined) {
-        opts.logger?.info(`Started HTTPService at ${httpHost}:${frontEnds.httpPort} (${threads} threads)`);
-      }
-    } else if (opts.allowGrpc ?? D.allowGrpc) {
-      const host = (grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, ''));
-      grpc = await startGrpcServer(server, {
-        host,
-        port: opts.grpcPort ?? D.grpcPort,
-        keepalive: opts.grpcKeepalive,
-        compressionLevel: opts.grpcCompressionLevel,
-        tls: opts.grpcTls,
-        reusePort: opts.reuseGrpcPort,
-        logger: opts.logger,
-      });
-      opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
+    const httpOn = opts.allowHttp ?? D.allowHttp;
+    const httpHost = opts.httpAddress ?? D.address;
+    const httpSettings = {
+      host: httpHost,
+      port: opts.httpPort ?? D.httpPort,
+      maxInputSize: opts.httpMaxInputSize,
+      maxResponseBytes: opts.maxResponseBytes,
+      maxConnections: opts.httpMaxConnections,
+      headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
+      requestTimeoutSecs: opts.httpRequestTimeoutSecs,
+      restrictions: httpRestrictions,
+    };
+    if (opts.allowGrpc ?? D.allowGrpc) grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, '');
+    const grpcSettings =
+      grpcHost === undefined
+        ? undefined
+        : {
+            host: grpcHost,
+            port: opts.grpcPort ?? D.grpcPort,
+            keepalive: opts.grpcKeepalive,
+            compressionLevel: opts.grpcCompressionLevel,
+            tls: opts.grpcTls,
+            maxMessageSize: opts.grpcMaxInputSize ?? opts.httpMaxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
+            maxResponseBytes: opts.maxResponseBytes,
+            maxResponsePoolSize: opts.grpcMaxResponsePoolSize,
+            restrictions: grpcRestrictions,
+          };
+    if (threads <= 1 && grpcSettings !== undefined) {
+      grpc = await startGrpcServer(server, { ...grpcSettings, reusePort: opts.reuseGrpcPort, logger: opts.logger });
+      opts.logger?.info(`Started GRPCInferenceService at ${grpcHost}:${grpc.port}`);
     }
     if (opts.allowMetrics ?? D.allowMetrics) {
       const host = (metricsHost = opts.metricsAddress ?? opts.httpAddress ?? D.address);
@@ -188,15 +231,45 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       server.setObserver(metrics.observer);
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
-    if (threads <= 1 && (opts.allowHttp ?? D.allowHttp)) {
-      http = await startHttpServer(server, {
-        host: opts.httpAddress ?? D.address,
-        port: opts.httpPort ?? D.httpPort,
-        maxInputSize: opts.httpMaxInputSize,
-        reusePort: opts.reuseHttpPort,
+    // The console's sources stay on the main thread (the server's observer feeds its latencies, the CLI's logger its
+    // log lines); front-end threads serve its routes and ask the main thread for them (src/frontend/host.ts).
+    let consoleSources: ConsoleSources | undefined;
+    if (httpOn && (opts.console ?? true)) {
+      // The console's latency percentiles need each request's time: it observes beside the metrics endpoint.
+      const latency = new LatencyWindow();
+      server.setObserver(fanOutObserver(metrics ? [metrics.observer, latency] : [latency]));
+      consoleSources = {
+        modelControlMode: opts.modelControlMode ?? D.modelControlMode,
+        logs: opts.consoleLogs,
+        latency,
+        access: opts.consoleAccess,
+      };
+    }
+    if (threads > 1) {
+      // The protocols run on front-end threads; the main thread keeps the server (models, schedulers, statistics,
+      // shared-memory regions, the response cache), so every thread sees the same state.
+      frontEnds = await startFrontEnds(server, {
+        threads,
+        http: httpOn ? httpSettings : undefined,
+        grpc: grpcSettings,
+        console: consoleSources,
         logger: opts.logger,
       });
-      opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
+      if (frontEnds.grpcPort !== undefined) {
+        opts.logger?.info(`Started GRPCInferenceService at ${grpcHost}:${frontEnds.grpcPort} (${threads} threads)`);
+      }
+      if (frontEnds.httpPort !== undefined) {
+        opts.logger?.info(`Started HTTPService at ${httpHost}:${frontEnds.httpPort} (${threads} threads)`);
+      }
+    } else if (httpOn) {
+      http = await startHttpServer(server, {
+        ...httpSettings,
+        reusePort: opts.reuseHttpPort,
+        logger: opts.logger,
+        routes: consoleSources ? consoleRoutes(consoleSources) : [],
+        refuse: crossSiteRefusal,
+      });
+      opts.logger?.info(`Started HTTPService at ${httpHost}:${http.port}`);
     }
   } catch (err) {
     await grpc?.close(0);
@@ -227,8 +300,11 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       closing ??= (async () => {
         // Readiness turns false and new requests are refused first; in-flight ones finish before the models go.
         server.beginShutdown();
+        // Open HTTP connections keep being served until they close or the exit timeout (Triton); gRPC streams in
+        // flight get the same time.
         const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
-        await Promise.all([http?.close(), grpc?.close(graceMs), frontEnds?.close(graceMs)]);
+        const drain = { drainMs: graceMs, idleMs: opts.httpDrainIdleMs };
+        await Promise.all([http?.close(drain), grpc?.close(graceMs), frontEnds?.close(drain)]);
         await metrics?.close();
         await server.close();
         await closeBackends();

@@ -1,5 +1,6 @@
 import type { ModelSignature, TensorSignature } from './contract.js';
 import type { ConfigDataType, ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
+import { scheduledInputNames, stateOutputNames } from '../config/sequence-names.js';
 import { DATATYPES, dataTypeFromConfig } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
 
@@ -15,6 +16,11 @@ export interface CompleteOptions {
   defaultMaxBatchSize: number;
   /** Receives what the operator should read (Triton logs it as a warning). */
   warn: (message: string) => void;
+  /**
+   * Inputs a request may leave out because the model has a default for them (onnxruntime's overridable
+   * initializers): never auto-filled, but a config may declare them (Triton: as `optional: true` inputs).
+   */
+  optionalInputs?: readonly TensorSignature[];
 }
 
 const fmt = (d: readonly number[]): string => `[${d.join(',')}]`;
@@ -55,20 +61,30 @@ export function completeConfig(
       );
     }
     const batching = (config.max_batch_size ?? 0) > 0;
-    if (!hasInputs) config.input = sig.inputs.map((t) => completeTensor(t, batching));
-    if (!hasOutputs) config.output = sig.outputs.map((t) => completeTensor(t, batching));
+    // Sequence control and state tensors are the sequence batcher's, not the client's.
+    const scheduled = scheduledInputNames(config);
+    const states = stateOutputNames(config);
+    if (!hasInputs)
+      config.input = sig.inputs.filter((t) => !scheduled.has(t.name)).map((t) => completeTensor(t, batching));
+    if (!hasOutputs)
+      config.output = sig.outputs.filter((t) => !states.has(t.name)).map((t) => completeTensor(t, batching));
     // Like Triton's onnxruntime backend, only inside auto-complete: a config that already declares every input
     // and output keeps the scheduler it names (none = no batching).
     if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching) {
       config.dynamic_batching = {};
     }
   }
-  checkAgainstModel(config, sig, modelName);
+  checkAgainstModel(config, sig, modelName, opts.optionalInputs);
   return config;
 }
 
 /** A config that contradicts the model file is a load error naming both sides. */
-export function checkAgainstModel(config: ModelConfig, sig: ModelSignature, modelName: string): void {
+export function checkAgainstModel(
+  config: ModelConfig,
+  sig: ModelSignature,
+  modelName: string,
+  optionalInputs: readonly TensorSignature[] = [],
+): void {
   const batching = (config.max_batch_size ?? 0) > 0;
   const side = (kind: 'input' | 'output', cfg: (ModelInput | ModelOutput)[], model: TensorSignature[]): void => {
     const byName = new Map(model.map((t) => [t.name, t]));
@@ -97,10 +113,27 @@ export function checkAgainstModel(config: ModelConfig, sig: ModelSignature, mode
       }
     }
   };
-  side('input', config.input ?? [], sig.inputs);
+  side('input', config.input ?? [], [...sig.inputs, ...optionalInputs]);
   side('output', config.output ?? [], sig.outputs);
-  const declared = new Set((config.input ?? []).map((i) => i.name));
+  const scheduled = scheduledInputNames(config);
+  const declared = new Set([...(config.input ?? []).map((i) => i.name), ...scheduled]);
   const missing = sig.inputs.filter((t) => !declared.has(t.name));
+  const fileInputs = new Set(sig.inputs.map((t) => t.name));
+  const fileOutputs = new Set(sig.outputs.map((t) => t.name));
+  for (const name of scheduled) {
+    if (!fileInputs.has(name)) {
+      throw new InvalidArgError(
+        `model '${modelName}': sequence_batching feeds input '${name}', but the model file's inputs are [${sig.inputs.map((t) => `'${t.name}'`).join(', ')}]`,
+      );
+    }
+  }
+  for (const name of stateOutputNames(config)) {
+    if (!fileOutputs.has(name)) {
+      throw new InvalidArgError(
+        `model '${modelName}': sequence_batching state output '${name}' is not an output of the model file (its outputs are [${sig.outputs.map((t) => `'${t.name}'`).join(', ')}])`,
+      );
+    }
+  }
   if (missing.length > 0) {
     throw new InvalidArgError(
       `model '${modelName}': the model file needs input(s) [${missing.map((t) => `'${t.name}'`).join(', ')}] that config.pbtxt does not declare`,

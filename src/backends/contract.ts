@@ -186,7 +186,7 @@ export interface BackendDescriptor {
   readonly datatypes: readonly DataType[];
   /** Optional config sections this backend supports (beyond those every backend has). */
   readonly sections: readonly ConfigSection[];
-  /** Instance kinds it can create; KIND_AUTO resolves to the first of GPU/CPU it has (Triton's rule). */
+  /** Instance kinds it can create, preferred first: KIND_AUTO is GPU when KIND_GPU comes first and a GPU exists. */
   readonly kinds: readonly InstanceKind[];
   /** `count` of a KIND_CPU group that sets none (Triton: 2 for onnxruntime, else 1). */
   readonly defaultCpuInstanceCount?: number;

@@ -1,6 +1,8 @@
 import type { Backend } from './contract.js';
 import { identityBackend } from './identity/index.js';
 import { onnxruntimeBackend } from './onnxruntime/index.js';
+import { pythonBackend } from './python/index.js';
+import { tensorrtBackend } from './tensorrt/index.js';
 
 export type * from './contract.js';
 export { BackendRegistry } from './registry.js';
@@ -8,5 +10,5 @@ export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
 export function defaultBackends(): Backend[] {
-  return [onnxruntimeBackend(), identityBackend()];
+  return [onnxruntimeBackend(), identityBackend(), pythonBackend(), tensorrtBackend()];
 }

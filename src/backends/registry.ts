@@ -1,6 +1,6 @@
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../core/errors.js';
-import type { Backend, ConfigSection, InstanceKind, InstanceSpec } from './contract.js';
+import type { Backend, BackendDescriptor, ConfigSection, InstanceKind, InstanceSpec } from './contract.js';
 
 /**
  * The backends a server offers and the engine facts the repository needs without loading anything: which
@@ -21,6 +21,18 @@ function sectionsIn(config: ModelConfig): ConfigSection[] {
   if (hasAgents(config.model_repository_agents)) found.push('model_repository_agents');
   return found;
 }
+
+/**
+ * Sections the schedulers implement for every backend: the engine only ever sees plain requests (the sequence
+ * batcher adds control and state tensors, the ensemble scheduler runs other models, warm-up and the response
+ * cache sit in front of the scheduler).
+ */
+export const SCHEDULER_SECTIONS: readonly ConfigSection[] = Object.freeze([
+  'sequence_batching',
+  'ensemble_scheduling',
+  'model_warmup',
+  'response_cache',
+]);
 
 function hasAgents(section: unknown): boolean {
   const agents = (section as { agents?: unknown[] } | undefined)?.agents;
@@ -61,9 +73,9 @@ export class BackendRegistry {
   }
 
   /** A config section that neither the backend nor the schedulers support fails the load, naming it. */
-  checkSections(config: ModelConfig, backend: Backend, modelName: string): void {
+  checkSections(config: ModelConfig, backend: Pick<BackendDescriptor, 'name' | 'sections'>, modelName: string): void {
     for (const section of sectionsIn(config)) {
-      if (!backend.sections.includes(section)) {
+      if (!backend.sections.includes(section) && !SCHEDULER_SECTIONS.includes(section)) {
         throw new UnsupportedError(
           `model '${modelName}': config section '${section}' is not supported by Nereid's '${backend.name}' backend yet; remove it from config.pbtxt`,
         );
@@ -71,10 +83,13 @@ export class BackendRegistry {
     }
   }
 
-  /** Triton's KIND_AUTO: GPU when the backend can use one and the machine has one, else CPU. */
-  resolveKind(kind: ModelInstanceGroup['kind'], backend: Backend): InstanceKind {
+  /**
+   * Triton's KIND_AUTO: GPU when the backend can use one now (it lists KIND_GPU first: e.g. onnxruntime with its
+   * CUDA provider installed) and the machine has one, else CPU.
+   */
+  resolveKind(kind: ModelInstanceGroup['kind'], backend: Pick<Backend, 'kinds'>): InstanceKind {
     if (kind === undefined || kind === 'KIND_AUTO') {
-      return backend.kinds.includes('KIND_GPU') && this.#gpus.length > 0 ? 'KIND_GPU' : 'KIND_CPU';
+      return backend.kinds[0] === 'KIND_GPU' && this.#gpus.length > 0 ? 'KIND_GPU' : 'KIND_CPU';
     }
     return kind;
   }

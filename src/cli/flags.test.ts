@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseBackendConfig, parseFlags } from './flags.js';
+import { parseBackendConfig, parseCacheConfig, parseFlags } from './flags.js';
 
 describe('nereid serve flags', () => {
   it("takes Triton's flag names in both --flag=value and --flag value forms, with Triton's defaults", () => {
@@ -39,5 +39,20 @@ describe('nereid serve flags', () => {
     const m = parseBackendConfig(['onnxruntime,default-max-batch-size=8', 'onnxruntime,enable-global-threadpool=1']);
     assert.deepEqual(m.get('onnxruntime'), { 'default-max-batch-size': '8', 'enable-global-threadpool': '1' });
     assert.throws(() => parseBackendConfig(['default-max-batch-size=8']), /<backend>,<key>=<value>/);
+  });
+
+  it("parses Triton's --cache-config=local,size=<bytes> and the deprecated --response-cache-byte-size", () => {
+    assert.equal(parseCacheConfig(parseFlags(['--cache-config=local,size=1048576']).values), 1048576);
+    assert.equal(parseCacheConfig(parseFlags(['--response-cache-byte-size=4096']).values), 4096);
+    assert.equal(parseCacheConfig(parseFlags([]).values), undefined);
+  });
+
+  it('BAD CALL - refuses the redis cache, an unknown cache or key, and a size that is not a byte count', () => {
+    const parse = (arg: string) => parseCacheConfig(parseFlags([arg]).values);
+    assert.throws(() => parse('--cache-config=redis,host=localhost'), /the redis cache is not implemented in Nereid/);
+    assert.throws(() => parse('--cache-config=disk,size=1'), /unknown cache 'disk'/);
+    assert.throws(() => parse('--cache-config=local,capacity=1'), /unknown key 'capacity'/);
+    assert.throws(() => parse('--cache-config=local,size=1MB'), /must be a number of bytes, got '1MB'/);
+    assert.throws(() => parse('--cache-config=local'), /must look like <cache>,<key>=<value>/);
   });
 });

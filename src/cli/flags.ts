@@ -1,5 +1,8 @@
 import { InvalidArgError } from '../core/errors.js';
 import { SERVER_DEFAULTS } from '../server/defaults.js';
+import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
+import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
+import { DEFAULT_MAX_RESPONSE_BYTES } from '../protocol/kserve/response-size.js';
 
 /**
  * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
@@ -42,9 +45,53 @@ export const FLAGS = {
     help: 'Listen with SO_REUSEPORT: other servers may share the gRPC port.',
     default: false,
   },
+  'max-response-bytes': {
+    kind: 'int',
+    help: "Nereid's own: largest inference response (HTTP body or gRPC message), bytes; refused with 400 before it is built.",
+    default: DEFAULT_MAX_RESPONSE_BYTES,
+  },
+  'http-max-connections': {
+    kind: 'int',
+    help: "Nereid's own: open HTTP connections at most.",
+    default: HTTP_LIMIT_DEFAULTS.maxConnections,
+  },
+  'http-headers-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds for a request's headers to arrive.",
+    default: HTTP_LIMIT_DEFAULTS.headersTimeoutSecs,
+  },
+  'http-request-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds for a whole request, body included, to arrive (408 after).",
+    default: HTTP_LIMIT_DEFAULTS.requestTimeoutSecs,
+  },
+  'http-restricted-api': {
+    kind: 'list',
+    help:
+      'Restrict HTTP APIs to requests with a header: <api>[,<api>...]:<key>=<value> (repeatable). APIs: health, ' +
+      'metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.',
+  },
+  console: {
+    kind: 'bool',
+    help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',
+    default: true,
+  },
   'grpc-port': { kind: 'int', help: 'gRPC port.', default: SERVER_DEFAULTS.grpcPort },
   'grpc-address': { kind: 'string', help: 'gRPC bind address.', default: '0.0.0.0' },
   'allow-grpc': { kind: 'bool', help: 'Serve gRPC.', default: true },
+  'grpc-max-input-size': {
+    kind: 'int',
+    help: "Nereid's own: largest gRPC message received, bytes, after decompression (default: --http-max-input-size; Triton: 2 GiB).",
+  },
+  'grpc-max-response-pool-size': {
+    kind: 'int',
+    help: 'Responses pending per ModelStreamInfer stream before the server stops reading its requests (Triton: unbounded).',
+    default: DEFAULT_MAX_RESPONSE_POOL_SIZE,
+  },
+  'grpc-restricted-protocol': {
+    kind: 'list',
+    help: 'Restrict gRPC APIs to calls with the header triton-grpc-protocol-<key>: <api>[,<api>...]:<key>=<value>.',
+  },
   'metrics-port': { kind: 'int', help: 'Prometheus metrics port.', default: SERVER_DEFAULTS.metricsPort },
   'metrics-address': { kind: 'string', help: 'Metrics bind address.' },
   'allow-metrics': { kind: 'bool', help: 'Serve metrics.', default: true },
@@ -103,11 +150,23 @@ export const FLAGS = {
     kind: 'list',
     help: 'Model to load at start (explicit mode; * = all).',
   },
+  'allow-code-in-load-requests': {
+    kind: 'bool',
+    help: 'Let load requests carry code (model.py, .pt, native libraries); the repository API then runs what callers send.',
+    default: false,
+  },
   'log-verbose': { kind: 'int', help: 'Verbose logging level (0 = off).', default: 0 },
   'log-info': { kind: 'bool', help: 'Log info messages.', default: true },
   'log-warning': { kind: 'bool', help: 'Log warnings.', default: true },
   'log-error': { kind: 'bool', help: 'Log errors.', default: true },
-  'log-format': { kind: 'string', help: 'default | ISO8601.', default: 'default', choices: ['default', 'ISO8601'] },
+  'log-format': {
+    kind: 'string',
+    help:
+      'default | ISO8601 (time format; formatted lines on a terminal, JSON lines elsewhere) | json (JSON lines ' +
+      'always) | pretty (formatted lines always).',
+    default: 'default',
+    choices: ['default', 'ISO8601', 'json', 'pretty'],
+  },
   'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
   'trace-config': {
     kind: 'list',
@@ -143,7 +202,16 @@ export const FLAGS = {
   'grpc-http2-max-ping-strikes': { kind: 'int', help: 'Accepted; not enforced by grpc-js.', default: 2 },
   'grpc-max-connection-age': { kind: 'int', help: 'ms before a connection is closed (0 = never).' },
   'grpc-max-connection-age-grace': { kind: 'int', help: 'ms of grace after the maximum age.' },
-  'allow-client-shm': { kind: 'bool', help: 'Allow client shared memory.', default: false, later: 'shared memory' },
+  'cache-config': {
+    kind: 'list',
+    help: 'Response cache <cache>,<key>=<value>: local,size=<bytes> (models opt in with response_cache { enable: true }).',
+  },
+  'response-cache-byte-size': { kind: 'int', help: 'Deprecated: use --cache-config=local,size=<bytes>.' },
+  'allow-client-shm': {
+    kind: 'bool',
+    help: 'Let clients register system shared-memory regions for inputs and outputs (CUDA shared memory is not supported).',
+    default: false,
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;
@@ -250,6 +318,36 @@ export function helpText(): string {
     return `  --${n}${value}\n      ${s.help}${def}${later}`;
   });
   return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
+}
+
+/**
+ * `--cache-config=local,size=<bytes>` (and the deprecated `--response-cache-byte-size`) → the local cache's size
+ * in bytes, or undefined for no cache. Only Triton's `local` cache is built; `redis` is refused by name.
+ */
+export function parseCacheConfig(v: FlagValues): number | undefined {
+  let size = v['response-cache-byte-size'] as number | undefined;
+  for (const entry of v['cache-config'] as string[]) {
+    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(entry);
+    if (!m)
+      throw new InvalidArgError(
+        `--cache-config '${entry}' must look like <cache>,<key>=<value> (e.g. local,size=1048576)`,
+      );
+    const [, cache, key, value] = m;
+    if (cache !== 'local') {
+      throw new InvalidArgError(
+        cache === 'redis'
+          ? `--cache-config: the redis cache is not implemented in Nereid; use local,size=<bytes>`
+          : `--cache-config: unknown cache '${cache}' (Nereid has 'local')`,
+      );
+    }
+    if (key !== 'size')
+      throw new InvalidArgError(`--cache-config: unknown key '${key}' for the local cache (it has 'size')`);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+      throw new InvalidArgError(`--cache-config local,size must be a number of bytes, got '${value}'`);
+    }
+    size = Number(value);
+  }
+  return size;
 }
 
 /** `--trace-config [triton,]<key>=<value>` entries (and the deprecated --trace-* flags) → trace options. */

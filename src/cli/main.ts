@@ -3,7 +3,6 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
-import { createLogger } from '../core/logger.js';
 import { NEREID_VERSION } from '../core/version.js';
 import {
   FLAGS,
@@ -11,10 +10,13 @@ import {
   parseBackendConfig,
   parseFlags,
   parseTraceConfig,
+  parseCacheConfig,
   type FlagSpec,
   type FlagValues,
 } from './flags.js';
 import { serve } from '../index.js';
+import { cliLogging } from './log-output.js';
+import { announceReady } from './ready-report.js';
 import { defaultThreadCount } from '../frontend/pool.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
@@ -45,16 +47,18 @@ async function runServe(argv: string[]): Promise<number> {
     return 0;
   }
   const { values: v, given } = parseFlags(argv);
-  const logger = createLogger({
-    switches: {
+  const logging = cliLogging(
+    {
       info: v['log-info'] as boolean,
       warning: v['log-warning'] as boolean,
       error: v['log-error'] as boolean,
       verbose: v['log-verbose'] as number,
-      format: v['log-format'] as 'default' | 'ISO8601',
+      format: v['log-format'] === 'ISO8601' ? 'ISO8601' : 'default',
       file: (v['log-file'] as string | undefined) ?? '',
     },
-  });
+    v['log-format'] as string,
+  );
+  const logger = logging.logger;
   const repositories = v['model-repository'] as string[];
   if (repositories.length === 0) {
     process.stderr.write('nereid serve: --model-repository is required (see nereid serve --help)\n');
@@ -74,6 +78,15 @@ async function runServe(argv: string[]): Promise<number> {
     httpThreadCount: (v['http-thread-count'] as number | undefined) ?? defaultThreadCount(availableParallelism()),
     reuseHttpPort: v['reuse-http-port'] as boolean,
     reuseGrpcPort: v['reuse-grpc-port'] as boolean,
+    httpRestrictedApi: v['http-restricted-api'] as string[],
+    maxResponseBytes: v['max-response-bytes'] as number,
+    allowClientShm: v['allow-client-shm'] as boolean,
+    httpMaxConnections: v['http-max-connections'] as number,
+    httpHeadersTimeoutSecs: v['http-headers-timeout-secs'] as number,
+    httpRequestTimeoutSecs: v['http-request-timeout-secs'] as number,
+    grpcMaxInputSize: v['grpc-max-input-size'] as number | undefined,
+    grpcMaxResponsePoolSize: v['grpc-max-response-pool-size'] as number,
+    grpcRestrictedProtocol: v['grpc-restricted-protocol'] as string[],
     backendConfig: parseBackendConfig(v['backend-config'] as string[]),
     autoComplete: !(v['disable-auto-complete-config'] as boolean) && !(v['strict-model-config'] as boolean),
     strictReadiness: v['strict-readiness'] as boolean,
@@ -82,7 +95,9 @@ async function runServe(argv: string[]): Promise<number> {
     modelControlMode: v['model-control-mode'] as 'none' | 'poll' | 'explicit',
     loadModels: v['load-model'] as string[],
     repositoryPollSecs: v['repository-poll-secs'] as number,
+    allowCodeInLoadRequests: v['allow-code-in-load-requests'] as boolean,
     trace: parseTraceConfig(v),
+    responseCacheBytes: parseCacheConfig(v),
     allowGrpc: v['allow-grpc'] as boolean,
     grpcPort: v['grpc-port'] as number,
     grpcAddress: v['grpc-address'] as string,
@@ -106,10 +121,11 @@ async function runServe(argv: string[]): Promise<number> {
     metricsConfig: v['metrics-config'] as string[],
     allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
     allowGpuMetrics: v['allow-gpu-metrics'] as boolean,
+    console: v.console as boolean,
+    consoleLogs: logging.recent,
     logger,
   });
-  const ms = Number(process.hrtime.bigint() - started) / 1e6;
-  logger.info({ ms: Math.round(ms) }, `nereid ${NEREID_VERSION} ready`);
+  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console as boolean);
   const exitTimeout = v['exit-timeout-secs'] as number;
   let stopping = false;
   const stop = (signal: string): void => {
@@ -152,7 +168,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(
-      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve   Serve a model repository (nereid serve --help)\n  gpu     Set up and check the GPU libraries (nereid gpu --help)\n`,
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve     Serve a model repository (nereid serve --help)\n  model     Check a model folder and print its completed config (nereid model --help)\n  gpu       Set up and check the GPU libraries (nereid gpu --help)\n  convert   ONNX -> TensorRT plan (nereid convert --help)\n  tensorrt  Set up and check TensorRT (nereid tensorrt --help)\n`,
     );
     return cmd === undefined ? 2 : 0;
   }
@@ -161,8 +177,14 @@ async function main(argv: string[]): Promise<number> {
     const { runGpuCommand } = await import('../gpu/command.js');
     return runGpuCommand(rest);
   }
+  if (cmd === 'model') {
+    const { runModelCommand } = await import('./model-command.js');
+    return runModelCommand(rest);
+  }
+  if (cmd === 'convert') return (await import('./convert.js')).runConvert(rest);
+  if (cmd === 'tensorrt') return (await import('./tensorrt-setup.js')).runTensorRTCommand(rest);
   if (cmd !== 'serve') {
-    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, gpu)\n`);
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, model, gpu, convert, tensorrt)\n`);
     return 2;
   }
   return runServe(rest);

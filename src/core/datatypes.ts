@@ -75,6 +75,9 @@ export const DATATYPES: Readonly<Record<DataType, DataTypeInfo>> = Object.freeze
 const BY_CONFIG_NAME: ReadonlyMap<string, DataTypeInfo> = new Map(
   Object.values(DATATYPES).map((d) => [d.configName, d] as const),
 );
+/** Every KServe datatype, in the table's order (backends that carry them all list this). */
+export const ALL_DATATYPES: readonly DataType[] = Object.freeze(Object.keys(DATATYPES) as DataType[]);
+
 export function isDataType(s: unknown): s is DataType {
   return typeof s === 'string' && Object.prototype.hasOwnProperty.call(DATATYPES, s);
 }

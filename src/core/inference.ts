@@ -4,16 +4,40 @@ import type { Tensor } from './tensor.js';
 export type ParamValue = string | number | boolean | bigint;
 export type Parameters = Record<string, ParamValue>;
 
-/** An input as received: the tensor plus its per-tensor parameters (binary_data_size etc. already consumed). */
-export interface InferInput extends Tensor {
-  parameters?: Parameters;
+/**
+ * A slice of a client's registered shared-memory region (Triton's `shared_memory_region`, `shared_memory_offset`,
+ * `shared_memory_byte_size` parameters). Offsets and sizes are bigint: clients send uint64 values, and bounds are
+ * checked against the region before any byte is read or written.
+ */
+export interface SharedMemoryRef {
+  region: string;
+  offset: bigint;
+  byteSize: bigint;
 }
 
-/** A requested output. `classCount` > 0 asks for Triton's classification extension. */
+/**
+ * An input as received: the tensor plus its per-tensor parameters (binary_data_size etc. already consumed). With
+ * `sharedMemory`, `data` is empty until the server reads the region.
+ */
+export interface InferInput extends Tensor {
+  parameters?: Parameters;
+  sharedMemory?: SharedMemoryRef;
+}
+
+/**
+ * A requested output. `classCount` > 0 asks for Triton's classification extension; `sharedMemory` asks for the data
+ * to be written into a registered region instead of the response.
+ */
 export interface RequestedOutput {
   name: string;
   classCount?: number;
   parameters?: Parameters;
+  sharedMemory?: SharedMemoryRef;
+}
+
+/** An output of a response; with `sharedMemory` its data was written there (`byteSize` is what was written). */
+export interface InferOutput extends Tensor {
+  sharedMemory?: SharedMemoryRef;
 }
 
 /** A protocol-independent inference request, built by the protocol codecs and validated by the server. */
@@ -33,5 +57,5 @@ export interface InferResponse {
   version: string;
   id?: string;
   parameters?: Parameters;
-  outputs: Tensor[];
+  outputs: InferOutput[];
 }

@@ -40,6 +40,11 @@ export interface LogSwitches {
 
 export interface LoggerOptions {
   switches?: Partial<LogSwitches>;
+  /**
+   * Where each JSON line goes instead of stderr or `switches.file`: the command line hands it the terminal
+   * formatter and the console's ring of recent lines. Called synchronously, once per record, on the logging thread.
+   */
+  write?: (line: string) => void;
 }
 
 /** The server's logger with its switches. */
@@ -56,21 +61,36 @@ function levelOf(s: LogSwitches): string {
   return 'silent';
 }
 
-function wrap(p: Pino, s: LogSwitches): Logger {
+/**
+ * A child's bindings are merged into each record here rather than with pino's `child()`: pino writes a binding and
+ * a call's field of the same name both, so `child({ model }).info({ model }, …)` printed `"model"` twice (a JSON
+ * line most parsers read as the last value and some reject). Merging keeps one key; the call's value wins. An Error
+ * passed as the object goes under `err`, as pino itself would serialize it.
+ */
+function wrap(p: Pino, s: LogSwitches, b?: Record<string, unknown>): Logger {
+  const call = (fn: 'error' | 'warn' | 'info' | 'debug' | 'trace', o: object | string, m?: string): void => {
+    if (b === undefined) p[fn](o as object, m);
+    else if (typeof o === 'string') p[fn](b, o);
+    else if (o instanceof Error) p[fn]({ ...b, err: o }, m ?? o.message);
+    else p[fn]({ ...b, ...o }, m);
+  };
   return {
-    error: (o, m) => s.error && p.error(o as object, m),
-    warn: (o, m) => s.warning && p.warn(o as object, m),
-    info: (o, m) => s.info && p.info(o as object, m),
-    debug: (o, m) => s.verbose > 0 && p.debug(o as object, m),
-    trace: (o, m) => s.verbose > 1 && p.trace(o as object, m),
-    child: (b) => wrap(p.child(b), s),
+    error: (o, m) => s.error && call('error', o, m),
+    warn: (o, m) => s.warning && call('warn', o, m),
+    info: (o, m) => s.info && call('info', o, m),
+    debug: (o, m) => s.verbose > 0 && call('debug', o, m),
+    trace: (o, m) => s.verbose > 1 && call('trace', o, m),
+    child: (more) => wrap(p, s, { ...b, ...more }),
     get level() {
       return levelOf(s);
     },
   };
 }
 
-/** The server's logger: pino JSON lines to stderr (or `switches.file`), filtered by the shared switches. */
+/**
+ * The server's logger: pino JSON lines to stderr (or `switches.file`, or `opts.write`), filtered by the shared
+ * switches.
+ */
 export function createLogger(opts: LoggerOptions = {}): ServerLogger {
   const switches: LogSwitches = {
     info: true,
@@ -88,7 +108,13 @@ export function createLogger(opts: LoggerOptions = {}): ServerLogger {
       timestamp: () =>
         switches.format === 'ISO8601' ? `,"time":"${new Date().toISOString()}"` : `,"time":${Date.now()}`,
     },
-    pino.destination({ dest: switches.file || 2, sync: true }),
+    opts.write ? { write: opts.write } : logDestination(switches.file),
   );
   return Object.assign(wrap(p, switches), { switches });
+}
+
+/** Where JSON lines go by default: `file` (appended), or stderr when it is ''. Writes are synchronous. */
+export function logDestination(file: string): { write(line: string): void } {
+  const dest = pino.destination({ dest: file || 2, sync: true });
+  return { write: (line) => void dest.write(line) };
 }

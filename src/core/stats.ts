@@ -47,6 +47,28 @@ export class ModelStats {
   lastInference = 0;
   readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   readonly batches = new Map<number, BatchStats>();
+  /**
+   * Response cache hits (lookup time) and misses (lookup plus insertion time); undefined while the version has no
+   * cache (Triton then reports zeros and exports no cache metrics for it).
+   */
+  cache: { hit: Duration; miss: Duration } | undefined;
+
+  /** Turns on the cache counters (the loader does, for a version whose responses are cached). */
+  enableCache(): void {
+    this.cache ??= { hit: zero(), miss: zero() };
+  }
+
+  /** A request answered from the cache: a success, but no inference and no execution (Triton's counting). */
+  recordCacheHit(totalNs: number, lookupNs: number): void {
+    add(this.success, totalNs);
+    if (this.cache) add(this.cache.hit, lookupNs);
+    this.lastInference = Date.now();
+  }
+
+  /** A request that missed the cache; the request itself is recorded as usual. */
+  recordCacheMiss(ns: number): void {
+    if (this.cache) add(this.cache.miss, ns);
+  }
 
   /** One execution of a batch of `batchSize` (recorded by the scheduler). */
   recordExecution(batchSize: number, t: ComputeTimings): void {

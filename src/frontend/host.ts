@@ -1,11 +1,15 @@
+import type { IncomingMessage } from 'node:http';
 import type { MessagePort } from 'node:worker_threads';
 import { InvalidArgError, type NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import type { ConsoleSources } from '../console/index.js';
+import type { InferResponse } from '../core/inference.js';
 import type { InferenceServerApi, ResolvedModel } from '../server/api.js';
 import { Outbox } from './outbox.js';
 import { answerSyncCalls } from './sync-call.js';
 import {
   fromWireError,
+  InferFlag,
   packResult,
   Tag,
   toWireError,
@@ -48,6 +52,7 @@ export class FrontEndHost {
   readonly #api: InferenceServerApi;
   readonly #outbox: Outbox;
   readonly #logger: Logger;
+  readonly #console: ConsoleSources | undefined;
   readonly #controllers = new Map<number, AbortController>();
   readonly #tokens = new Map<number, object>();
   #nextToken = 0;
@@ -58,10 +63,12 @@ export class FrontEndHost {
     port: Poster,
     sync: { port: MessagePort; flag: SharedArrayBuffer },
     logger: Logger,
+    console?: ConsoleSources,
   ) {
     this.#api = api;
     this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer));
     this.#logger = logger;
+    this.#console = console;
     answerSyncCalls(sync.port, sync.flag, (method, args) => this.#sync(method, args));
   }
 
@@ -141,7 +148,17 @@ export class FrontEndHost {
       stale = true;
       this.#tokens.delete(token);
     }
-    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved }).then((response) => {
+    // A streaming caller there: each of a decoupled model's responses goes out as it comes, in order before the
+    // RESULT (one outbox). Only decoupled models call it; the others answer with the RESULT alone.
+    const onResponse =
+      (msg[4] & InferFlag.STREAMING) === 0
+        ? undefined
+        : (response: InferResponse): void => {
+            if (this.#dead) return;
+            const { msg: partial, transfer } = packResult(id, false, response, this.#outbox.arena, Tag.PARTIAL);
+            this.#outbox.send(partial, transfer, fail);
+          };
+    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved, onResponse }).then((response) => {
       if (this.#dead) return;
       try {
         const { msg: result, transfer } = packResult(id, stale, response, this.#outbox.arena);
@@ -181,7 +198,14 @@ export class FrontEndHost {
         // Only version strings that resolve make a token ("1", "01", "001": all version 1), but a client could
         // still grow the map: past MAX_TOKENS the oldest go, and a request carrying one is answered `stale`.
         if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as number);
-        return { name: r.name, version: r.version, maxBatchSize: r.maxBatchSize, inputs: r.inputs, token };
+        return {
+          name: r.name,
+          version: r.version,
+          maxBatchSize: r.maxBatchSize,
+          inputs: r.inputs,
+          decoupled: r.decoupled,
+          token,
+        };
       }
       case 'isLive':
         return api.isLive();
@@ -207,6 +231,32 @@ export class FrontEndHost {
         return api.traceSettings(a);
       case 'updateTraceSettings':
         return api.updateTraceSettings(a, b);
+      case 'systemSharedMemoryStatus':
+        return api.systemSharedMemoryStatus(a);
+      case 'checkSystemSharedMemoryRegister':
+        return api.checkSystemSharedMemoryRegister(a);
+      case 'registerSystemSharedMemory': {
+        const [name, key, offset, byteSize] = args as [string, string, bigint, bigint];
+        return api.registerSystemSharedMemory(name, key, offset, byteSize);
+      }
+      case 'unregisterSystemSharedMemory':
+        return api.unregisterSystemSharedMemory(a);
+      case 'cudaSharedMemoryStatus':
+        return api.cudaSharedMemoryStatus(a);
+      case 'registerCudaSharedMemory':
+        return api.registerCudaSharedMemory(a);
+      case 'unregisterCudaSharedMemory':
+        return api.unregisterCudaSharedMemory(a);
+      case 'consoleLogs': {
+        const logs = this.#console?.logs;
+        if (logs === undefined) throw new InvalidArgError('this server keeps no log lines for the console');
+        return logs.json(a);
+      }
+      case 'consoleLatency':
+        return this.#console?.latency.summary(a) ?? [];
+      case 'consoleAccess':
+        // The thread's request as plain data: the rule reads its method, url and headers (ConsoleAccess).
+        return this.#console?.access?.(a as IncomingMessage, b);
       default:
         throw new InvalidArgError(`unknown call '${String(method)}'`);
     }

@@ -1,10 +1,12 @@
 import { MessageChannel, type Worker } from 'node:worker_threads';
 import { CancelledError, InvalidArgError, type NereidError } from '../core/errors.js';
 import { noopLogger, type Logger } from '../core/logger.js';
+import type { ConsoleSources } from '../console/index.js';
 import type { InferenceServerApi } from '../server/api.js';
+import { DEFAULT_DRAIN_IDLE_MS } from '../protocol/http/server.js';
 import { FrontEndHost } from './host.js';
 import { spawnFrontEndThread } from './spawn.js';
-import type { FrontEndGrpcOptions, FrontEndHttpOptions } from './thread-data.js';
+import type { FrontEndConsole, FrontEndGrpcOptions, FrontEndHttpOptions } from './thread-data.js';
 import { fromWireError, Tag, type WireError } from './wire.js';
 
 /**
@@ -17,15 +19,28 @@ import { fromWireError, Tag, type WireError } from './wire.js';
  * had in flight on the main thread is cancelled (nobody is left to answer). Its sockets die with it: the kernel
  * gives new connections to the threads still listening.
  *
- * Shutdown: `close(graceMs)` asks every thread to close its listeners and drain (HTTP: in-flight requests finish;
- * gRPC: calls get `graceMs`, as on the main thread), then ends it. Threading: main thread.
+ * Shutdown: `close({ drainMs, idleMs })` asks every thread to close its listeners and drain as the main thread
+ * would (HTTP: open keep-alive connections keep being served until idle for `idleMs` or `drainMs` passes; gRPC:
+ * calls get `drainMs`), then ends it. Threading: main thread.
+ *
+ * Limits hold for the process, not per thread: `--http-max-connections` is checked against a count every thread
+ * adds to (http/server.ts sharedConnections); the others (input sizes, timeouts, response sizes, stream
+ * backpressure, restricted APIs) apply per request or per connection on the thread that has it.
  */
 
 export interface FrontEndOptions {
   threads: number;
   http?: FrontEndHttpOptions;
   grpc?: FrontEndGrpcOptions;
+  /** The web console on the HTTP port: its routes run on the threads, its sources stay here. */
+  console?: ConsoleSources;
   logger?: Logger;
+}
+
+/** How the threads drain at shutdown (the main thread's HTTP close options; drainMs is gRPC's grace too). */
+export interface DrainOptions {
+  drainMs?: number;
+  idleMs?: number;
 }
 
 export interface RunningFrontEnds {
@@ -35,8 +50,8 @@ export interface RunningFrontEnds {
   grpcPort?: number;
   /** Threads started in place of ones that died. */
   readonly restarts: number;
-  /** Stops accepting, drains every thread, ends them. Idempotent. */
-  close(graceMs?: number): Promise<void>;
+  /** Stops accepting, drains every thread, ends them. Idempotent. A number is `drainMs`. */
+  close(drain?: DrainOptions | number): Promise<void>;
   /**
    * Fault injection for tests: 'throw' raises an exception no request owns inside thread `index` (as a bug in a
    * timer callback would), 'terminate' ends it abruptly; both resolve once its replacement listens. 'block' keeps
@@ -86,18 +101,31 @@ class FrontEndThread {
   readonly startedAt = performance.now();
   closing = false;
 
-  constructor(index: number, api: InferenceServerApi, opts: FrontEndOptions, logger: Logger) {
+  constructor(
+    index: number,
+    api: InferenceServerApi,
+    opts: FrontEndOptions,
+    connections: SharedArrayBuffer,
+    logger: Logger,
+  ) {
     this.index = index;
     const sync = new MessageChannel();
     const flag = new SharedArrayBuffer(4);
+    const console: FrontEndConsole | undefined = opts.console && {
+      modelControlMode: opts.console.modelControlMode,
+      logsKept: opts.console.logs?.capacity,
+      access: opts.console.access !== undefined,
+    };
     this.worker = spawnFrontEndThread({
       index,
       http: opts.http,
       grpc: opts.grpc,
+      console: opts.http && console,
+      connections,
       syncPort: sync.port2,
       syncFlag: flag,
     });
-    this.host = new FrontEndHost(api, this.worker, { port: sync.port1, flag }, logger);
+    this.host = new FrontEndHost(api, this.worker, { port: sync.port1, flag }, logger, opts.console);
     let ready!: (r: Ready) => void;
     let failed!: (err: NereidError) => void;
     this.ready = new Promise<Ready>((resolve, reject) => ((ready = resolve), (failed = reject)));
@@ -132,9 +160,9 @@ class FrontEndThread {
     );
   }
 
-  close(graceMs: number): Promise<number> {
+  close(drain: Required<DrainOptions>): Promise<number> {
     this.closing = true;
-    this.worker.postMessage([Tag.CLOSE, graceMs]);
+    this.worker.postMessage([Tag.CLOSE, drain.drainMs, drain.idleMs]);
     return this.exited;
   }
 }
@@ -152,13 +180,16 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
   const logger = opts.logger ?? noopLogger;
   const threads: FrontEndThread[] = [];
   const deaths = new Array<number>(opts.threads).fill(0);
+  const connections = new SharedArrayBuffer(4 * opts.threads);
   const timers = new Set<NodeJS.Timeout>();
   let settings = opts;
   let restarts = 0;
   let closing: Promise<void> | undefined;
 
   const start = (index: number): FrontEndThread => {
-    const t = new FrontEndThread(index, api, settings, logger);
+    // A thread that died took its connections with it (its sockets closed with its event loop).
+    Atomics.store(new Int32Array(connections), index, 0);
+    const t = new FrontEndThread(index, api, settings, connections, logger);
     threads[index] = t;
     void t.exited.then((code) => {
       if (t.closing || closing !== undefined || threads[index] !== t) return;
@@ -182,7 +213,7 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
     return t;
   };
 
-  const closeAll = (graceMs: number): Promise<void> => {
+  const closeAll = (drain: Required<DrainOptions>): Promise<void> => {
     closing ??= (async () => {
       for (const t of timers) clearTimeout(t);
       timers.clear();
@@ -190,7 +221,7 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
         threads.map(async (t) => {
           // A thread still starting finishes its start (or fails it) before it can drain.
           await t.ready.catch(() => undefined);
-          await t.close(graceMs);
+          await t.close(drain);
         }),
       );
     })();
@@ -208,7 +239,7 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
     };
     await Promise.all(Array.from({ length: opts.threads - 1 }, (_, i) => start(i + 1).ready));
   } catch (err) {
-    await closeAll(0);
+    await closeAll({ drainMs: 0, idleMs: 0 });
     throw err;
   }
 
@@ -220,7 +251,10 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
     get restarts() {
       return restarts;
     },
-    close: (graceMs = 30_000) => closeAll(graceMs),
+    close: (drain = {}) => {
+      const d = typeof drain === 'number' ? { drainMs: drain } : drain;
+      return closeAll({ drainMs: d.drainMs ?? 30_000, idleMs: d.idleMs ?? DEFAULT_DRAIN_IDLE_MS });
+    },
     async injectFault(index, kind, ms = 1000) {
       const t = threads[index];
       if (t === undefined) throw new InvalidArgError(`no front-end thread ${index}`);

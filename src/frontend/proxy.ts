@@ -12,12 +12,15 @@ import type {
   ModelStatistics,
   ResolvedModel,
   ServerMetadata,
+  SystemSharedMemoryStatus,
+  CudaSharedMemoryStatus,
   TraceSettings,
 } from '../server/api.js';
 import { Outbox } from './outbox.js';
 import type { SyncCaller } from './sync-call.js';
 import {
   fromWireError,
+  InferFlag,
   packInfer,
   Tag,
   toWireError,
@@ -35,6 +38,10 @@ import {
  * batching sees every request of a model, whichever thread parsed it).
  * - infer, loadModel, unloadModel: messages on the thread's port; the answer settles the promise. A request's
  *   tensor buffers are transferred or copied once (wire.ts): the caller must not touch its request afterwards.
+ *   A decoupled model's responses (infer with `onResponse`) arrive as PARTIAL messages before the RESULT.
+ * - client shared memory: the registry of regions is the main thread's (one per process, so a region registered
+ *   through one thread serves requests arriving on any other); its calls are synchronous like the rest, and an
+ *   input or output in a region crosses as its reference, the main thread reading and writing the bytes.
  * - the synchronous methods: sync-call.ts (the thread sleeps until the main thread answers).
  * - checkModel, on every inference request: answered from a cache of this thread's lookups. The main thread looks
  *   the model up again for each request anyway (as InferenceServer.infer always did) and says when the lookup this
@@ -56,6 +63,8 @@ interface Pending {
   signal: AbortSignal | undefined;
   /** The cached lookup this request used, to drop when the main thread says it went stale. */
   lookup: Lookup | undefined;
+  /** A streaming caller's callback for a decoupled model's responses. */
+  onResponse?: (response: InferResponse) => void;
 }
 
 /** A model lookup as the main thread answers it, with the token naming it there. */
@@ -95,9 +104,20 @@ export class ProxyServerApi implements InferenceServerApi {
 
   #answer(msg: unknown[], arena: ArrayBuffer | undefined): boolean {
     const tag = msg[0];
-    if (tag !== Tag.RESULT && tag !== Tag.ERROR && tag !== Tag.REPLY) return false;
+    if (tag !== Tag.RESULT && tag !== Tag.ERROR && tag !== Tag.REPLY && tag !== Tag.PARTIAL) return false;
     const p = this.#pending.get(msg[1] as number);
     if (p === undefined) return true;
+    if (tag === Tag.PARTIAL) {
+      // Not settled: the RESULT (or ERROR) that ends the request follows. A callback that throws is the
+      // protocol's bug for that request alone; its error settles the request so the stream answers it.
+      try {
+        p.onResponse?.(unpackResult(msg as ResultMessage, arena));
+      } catch (err) {
+        this.#pending.delete(msg[1] as number);
+        p.reject(NereidError.from(err));
+      }
+      return true;
+    }
     this.#pending.delete(msg[1] as number);
     if (tag === Tag.REPLY) {
       const [, , ok, value] = msg as ReplyMessage;
@@ -130,12 +150,14 @@ export class ProxyServerApi implements InferenceServerApi {
     const signal = opts.signal;
     let packed: ReturnType<typeof packInfer>;
     try {
-      packed = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, request, this.#outbox.arena);
+      const flags = opts.onResponse ? InferFlag.STREAMING : 0;
+      packed = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, flags, request, this.#outbox.arena);
     } catch (err) {
       return Promise.reject(NereidError.from(err));
     }
+    const onResponse = opts.onResponse;
     const answer = new Promise<InferResponse>((resolve, reject) =>
-      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject, signal, lookup }),
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject, signal, lookup, onResponse }),
     );
     this.#outbox.send(packed.msg, packed.transfer, (err) => this.#fail(id, err));
     return answer;
@@ -267,6 +289,34 @@ export class ProxyServerApi implements InferenceServerApi {
 
   updateTraceSettings(model: string | undefined, update: Record<string, unknown>): TraceSettings {
     return this.#sync.call('updateTraceSettings', [model, update]);
+  }
+
+  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[] {
+    return this.#sync.call('systemSharedMemoryStatus', [name]);
+  }
+
+  checkSystemSharedMemoryRegister(name: string): void {
+    this.#sync.call('checkSystemSharedMemoryRegister', [name]);
+  }
+
+  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void {
+    this.#sync.call('registerSystemSharedMemory', [name, key, offset, byteSize]);
+  }
+
+  unregisterSystemSharedMemory(name?: string): void {
+    this.#sync.call('unregisterSystemSharedMemory', [name]);
+  }
+
+  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[] {
+    return this.#sync.call('cudaSharedMemoryStatus', [name]);
+  }
+
+  registerCudaSharedMemory(name: string): void {
+    this.#sync.call('registerCudaSharedMemory', [name]);
+  }
+
+  unregisterCudaSharedMemory(name?: string): void {
+    this.#sync.call('unregisterCudaSharedMemory', [name]);
   }
 
   /** The server belongs to the main thread; a front end never closes it. */

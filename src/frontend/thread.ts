@@ -1,4 +1,7 @@
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import type { IncomingMessage } from 'node:http';
+import { consoleRoutes, crossSiteRefusal, type ConsoleCategory, type ConsoleSources } from '../console/index.js';
+import type { LatencySummary } from '../console/latency-window.js';
 import { InternalError } from '../core/errors.js';
 import { startGrpcServer, type RunningGrpcServer } from '../protocol/grpc/index.js';
 import { startHttpServer, type RunningHttpServer } from '../protocol/http/server.js';
@@ -25,15 +28,41 @@ const data = workerData as ThreadData;
 const port = parentPort as MessagePort;
 const post = (msg: unknown[]): void => port.postMessage(msg);
 const logger = forwardingLogger(post, { frontEnd: data.index });
-const api = new ProxyServerApi(port, new SyncCaller(data.syncPort, data.syncFlag));
+const sync = new SyncCaller(data.syncPort, data.syncFlag);
+const api = new ProxyServerApi(port, sync);
 let http: RunningHttpServer | undefined;
 let grpc: RunningGrpcServer | undefined;
 let closing: Promise<void> | undefined;
 let dying = false;
 
-function close(graceMs: number): Promise<void> {
-  closing ??= Promise.all([http?.close(), grpc?.close(graceMs)]).then(() => undefined);
+/** Drains as the main thread would (serve.ts): HTTP keep-alive connections keep being served meanwhile. */
+function close(drainMs: number, idleMs?: number): Promise<void> {
+  closing ??= Promise.all([http?.close({ drainMs, idleMs }), grpc?.close(drainMs)]).then(() => undefined);
   return closing;
+}
+
+/**
+ * The console's routes on this thread, with sources that ask the main thread (host.ts): one log ring, one latency
+ * window and one access rule for the process. Console pages are not on the inference path; a synchronous call each
+ * is what they cost.
+ */
+function consoleSources(c: NonNullable<typeof data.console>): ConsoleSources {
+  const logsKept = c.logsKept;
+  return {
+    modelControlMode: c.modelControlMode,
+    logs:
+      logsKept === undefined
+        ? undefined
+        : { capacity: logsKept, json: (after?: number) => sync.call<string>('consoleLogs', [after]) },
+    latency: { summary: (windowMs: number) => sync.call<LatencySummary[]>('consoleLatency', [windowMs]) },
+    access: c.access
+      ? (req: IncomingMessage, category: ConsoleCategory) =>
+          sync.call<string | undefined>('consoleAccess', [
+            { method: req.method, url: req.url, headers: req.headers },
+            category,
+          ])
+      : undefined,
+  };
 }
 
 function fatal(err: unknown): void {
@@ -46,7 +75,7 @@ function fatal(err: unknown): void {
   post([Tag.FATAL, toWireError(err)]);
   api.failAll(new InternalError(`front-end thread ${data.index} failed while the request was in flight`));
   setTimeout(() => process.exit(1), FATAL_GRACE_MS).unref();
-  void close(FATAL_GRACE_MS).finally(() => process.exit(1));
+  void close(FATAL_GRACE_MS, 0).finally(() => process.exit(1));
 }
 
 process.on('uncaughtException', fatal);
@@ -56,7 +85,7 @@ port.on('message', (msg: unknown[]) => {
   if (api.handle(msg)) return;
   if (msg[0] === Tag.CLOSE) {
     // Drained: the main thread ends the thread once this message arrives (everything posted before it has).
-    void close(msg[1] as number).then(() => post([Tag.CLOSED]));
+    void close(msg[1] as number, msg[2] as number).then(() => post([Tag.CLOSED]));
   } else if (msg[0] === Tag.CRASH) injectFault(msg);
 });
 
@@ -76,7 +105,16 @@ function injectFault([, kind, ms, began]: unknown[]): void {
 }
 
 try {
-  if (data.http) http = await startHttpServer(api, { ...data.http, reusePort: true, logger });
+  if (data.http) {
+    http = await startHttpServer(api, {
+      ...data.http,
+      reusePort: true,
+      sharedConnections: { counts: data.connections, slot: data.index },
+      routes: data.console ? consoleRoutes(consoleSources(data.console)) : [],
+      refuse: crossSiteRefusal,
+      logger,
+    });
+  }
   if (data.grpc) {
     const tls = data.grpc.tls;
     grpc = await startGrpcServer(api, {
@@ -95,5 +133,5 @@ try {
   post([Tag.READY, http?.port, http?.address, grpc?.port]);
 } catch (err) {
   post([Tag.FAILED, toWireError(err)]);
-  await close(0);
+  await close(0, 0);
 }

@@ -9,6 +9,7 @@ import {
   fromWireError,
   packInfer,
   packResult,
+  Tag,
   toWireError,
   unpackInfer,
   unpackResult,
@@ -53,7 +54,7 @@ describe('front-end wire', () => {
       ],
     };
     const arena = new Arena();
-    const { msg, transfer } = packInfer(5, 3, 11, request, arena);
+    const { msg, transfer } = packInfer(5, 3, 11, 0, request, arena);
     assert.equal(transfer.length, 0, 'nothing but the arena crosses');
     const [arrived, buffer] = crossWithArena<InferMessage>(msg, transfer, arena);
     const got = unpackInfer(arrived, buffer);
@@ -83,6 +84,7 @@ describe('front-end wire', () => {
     const arena = new Arena();
     const { msg, transfer } = packInfer(
       1,
+      0,
       0,
       0,
       {
@@ -126,11 +128,52 @@ describe('front-end wire', () => {
     assert.equal(got.id, undefined);
   });
 
+  it('carries shared-memory references without data, and a decoupled response as PARTIAL', () => {
+    const ref = { region: 'r0', offset: 2n ** 40n, byteSize: 64n };
+    const arena = new Arena();
+    const { msg } = packInfer(
+      7,
+      0,
+      0,
+      1,
+      {
+        model: 'm',
+        outputs: [{ name: 'O', sharedMemory: { region: 'r1', offset: 0n, byteSize: 16n } }],
+        inputs: [
+          { name: 'A', datatype: 'BYTES', shape: [3], data: new Uint8Array(0), sharedMemory: ref },
+          { name: 'B', datatype: 'INT32', shape: [1], data: Int32Array.of(5) },
+        ],
+      },
+      arena,
+    );
+    const [arrived, buffer] = crossWithArena<InferMessage>(msg, [], arena);
+    assert.equal(arrived[4], 1, 'flags cross');
+    const got = unpackInfer(arrived, buffer);
+    assert.deepEqual(got.inputs[0].sharedMemory, ref);
+    assert.equal((got.inputs[0].data as Uint8Array).byteLength, 0, 'a BYTES input in a region is not decoded here');
+    assert.deepEqual([...(got.inputs[1].data as Int32Array)], [5]);
+    assert.deepEqual(got.outputs?.[0].sharedMemory, { region: 'r1', offset: 0n, byteSize: 16n });
+
+    const outArena = new Arena();
+    const response: InferResponse = {
+      model: 'm',
+      version: '1',
+      outputs: [{ name: 'O', datatype: 'BYTES', shape: [2], data: new Uint8Array(0), sharedMemory: ref }],
+    };
+    const packed = packResult(7, false, response, outArena, Tag.PARTIAL);
+    assert.equal(packed.msg[0], Tag.PARTIAL);
+    const [back, outBuffer] = crossWithArena<ResultMessage>(packed.msg, packed.transfer, outArena);
+    const r = unpackResult(back, outBuffer);
+    assert.deepEqual(r.outputs[0].sharedMemory, ref);
+    assert.equal((r.outputs[0].data as Uint8Array).byteLength, 0);
+  });
+
   it('keeps a SharedArrayBuffer tensor shared instead of copying it', () => {
     const shared = new Int32Array(new SharedArrayBuffer(16));
     const arena = new Arena();
     const { msg, transfer } = packInfer(
       1,
+      0,
       0,
       0,
       { model: 'm', inputs: [{ name: 'A', datatype: 'INT32', shape: [4], data: shared }] },

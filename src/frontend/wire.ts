@@ -1,7 +1,15 @@
 import * as workerThreads from 'node:worker_threads';
 import type { FixedTypedArray } from '../core/datatypes.js';
 import { ERROR_CLASSES, InternalError, NereidError, type ErrorCode } from '../core/errors.js';
-import type { InferInput, InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
+import type {
+  InferInput,
+  InferOutput,
+  InferRequest,
+  InferResponse,
+  Parameters,
+  RequestedOutput,
+  SharedMemoryRef,
+} from '../core/inference.js';
 import {
   decodeBytes,
   elementCount,
@@ -56,6 +64,14 @@ export const Tag = Object.freeze({
   REPLY: 22,
   CLOSE: 23,
   CRASH: 24,
+  /** One of a decoupled model's responses, before the request's RESULT (the outbox keeps their order). */
+  PARTIAL: 25,
+} as const);
+
+/** INFER flags. */
+export const InferFlag = Object.freeze({
+  /** The caller passed `onResponse` (a streaming endpoint): decoupled models may answer it. */
+  STREAMING: 1,
 } as const);
 
 /** A NereidError as plain data; `unexpected` ones keep their cause's text and stack for the log. */
@@ -187,11 +203,13 @@ function unpackData(
 }
 
 /**
- * `[INFER, id, signalId, token, model, version, requestId, parameters, outputs, ...inputs]`, each input five slots:
- * name, datatype, shape, data, parameters.
+ * `[INFER, id, signalId, token, flags, model, version, requestId, parameters, outputs, ...inputs]`, each input six
+ * slots: name, datatype, shape, data, parameters, sharedMemory. An input read from client shared memory carries no
+ * data (null): the main thread reads the region, where the registry of regions lives.
  */
 export type InferMessage = [
   typeof Tag.INFER,
+  number,
   number,
   number,
   number,
@@ -202,45 +220,57 @@ export type InferMessage = [
   RequestedOutput[] | undefined,
   ...unknown[],
 ];
-const REQUEST_HEAD = 9;
+const REQUEST_HEAD = 10;
+const INPUT_SLOTS = 6;
+
+/** A tensor whose bytes live in client shared memory has none of its own (the protocols' NO_DATA). */
+const NO_DATA = new Uint8Array(0);
 
 export function packInfer(
   id: number,
   signalId: number,
   token: number,
+  flags: number,
   r: InferRequest,
   arena: Arena,
 ): { msg: InferMessage; transfer: ArrayBuffer[] } {
   const transfer: ArrayBuffer[] = [];
-  const msg: InferMessage = [Tag.INFER, id, signalId, token, r.model, r.version, r.id, r.parameters, r.outputs];
-  for (const t of r.inputs) msg.push(t.name, t.datatype, t.shape, packData(t.data, arena, transfer), t.parameters);
+  const msg: InferMessage = [Tag.INFER, id, signalId, token, flags, r.model, r.version, r.id, r.parameters, r.outputs];
+  for (const t of r.inputs) {
+    const data = t.sharedMemory === undefined ? packData(t.data, arena, transfer) : null;
+    msg.push(t.name, t.datatype, t.shape, data, t.parameters, t.sharedMemory);
+  }
   return { msg, transfer };
 }
 
 /** `arena`: the buffer of the post the message came in (outbox.ts). */
 export function unpackInfer(msg: InferMessage, arena: ArrayBuffer | undefined): InferRequest {
-  const request: InferRequest = { model: msg[4], inputs: [] };
-  if (msg[5] !== undefined) request.version = msg[5];
-  if (msg[6] !== undefined) request.id = msg[6];
-  if (msg[7] !== undefined) request.parameters = msg[7];
-  if (msg[8] !== undefined) request.outputs = msg[8];
-  for (let i = REQUEST_HEAD; i < msg.length; i += 5) {
+  const request: InferRequest = { model: msg[5], inputs: [] };
+  if (msg[6] !== undefined) request.version = msg[6];
+  if (msg[7] !== undefined) request.id = msg[7];
+  if (msg[8] !== undefined) request.parameters = msg[8];
+  if (msg[9] !== undefined) request.outputs = msg[9];
+  for (let i = REQUEST_HEAD; i < msg.length; i += INPUT_SLOTS) {
     const name = msg[i] as string;
     const datatype = msg[i + 1] as Tensor['datatype'];
     const shape = msg[i + 2] as number[];
-    const input: InferInput = { name, datatype, shape, data: unpackData(name, datatype, shape, msg[i + 3], arena) };
+    const sharedMemory = msg[i + 5] as SharedMemoryRef | undefined;
+    const data = sharedMemory === undefined ? unpackData(name, datatype, shape, msg[i + 3], arena) : NO_DATA;
+    const input: InferInput = { name, datatype, shape, data };
     if (msg[i + 4] !== undefined) input.parameters = msg[i + 4] as Parameters;
+    if (sharedMemory !== undefined) input.sharedMemory = sharedMemory;
     request.inputs.push(input);
   }
   return request;
 }
 
 /**
- * `[RESULT, id, stale, model, version, requestId, parameters, ...outputs]`, each output four slots: name, datatype,
- * shape, data. `stale`: the front end's cached model lookup for this request no longer holds (host.ts).
+ * `[RESULT | PARTIAL, id, stale, model, version, requestId, parameters, ...outputs]`, each output five slots: name,
+ * datatype, shape, data, sharedMemory (an output written into client shared memory carries no data: null). `stale`:
+ * the front end's cached model lookup for this request no longer holds (host.ts).
  */
 export type ResultMessage = [
-  typeof Tag.RESULT,
+  typeof Tag.RESULT | typeof Tag.PARTIAL,
   number,
   boolean,
   string,
@@ -250,16 +280,22 @@ export type ResultMessage = [
   ...unknown[],
 ];
 const RESULT_HEAD = 7;
+const OUTPUT_SLOTS = 5;
 
+/** `tag`: RESULT settles the request; PARTIAL is one response of a decoupled model. */
 export function packResult(
   id: number,
   stale: boolean,
   r: InferResponse,
   arena: Arena,
+  tag: typeof Tag.RESULT | typeof Tag.PARTIAL = Tag.RESULT,
 ): { msg: ResultMessage; transfer: ArrayBuffer[] } {
   const transfer: ArrayBuffer[] = [];
-  const msg: ResultMessage = [Tag.RESULT, id, stale, r.model, r.version, r.id, r.parameters];
-  for (const t of r.outputs) msg.push(t.name, t.datatype, t.shape, packData(t.data, arena, transfer));
+  const msg: ResultMessage = [tag, id, stale, r.model, r.version, r.id, r.parameters];
+  for (const t of r.outputs) {
+    const data = t.sharedMemory === undefined ? packData(t.data, arena, transfer) : null;
+    msg.push(t.name, t.datatype, t.shape, data, t.sharedMemory);
+  }
   return { msg, transfer };
 }
 
@@ -267,11 +303,15 @@ export function unpackResult(msg: ResultMessage, arena: ArrayBuffer | undefined)
   const response: InferResponse = { model: msg[3], version: msg[4], outputs: [] };
   if (msg[5] !== undefined) response.id = msg[5];
   if (msg[6] !== undefined) response.parameters = msg[6];
-  for (let i = RESULT_HEAD; i < msg.length; i += 4) {
+  for (let i = RESULT_HEAD; i < msg.length; i += OUTPUT_SLOTS) {
     const name = msg[i] as string;
     const datatype = msg[i + 1] as Tensor['datatype'];
     const shape = msg[i + 2] as number[];
-    response.outputs.push({ name, datatype, shape, data: unpackData(name, datatype, shape, msg[i + 3], arena) });
+    const sharedMemory = msg[i + 4] as SharedMemoryRef | undefined;
+    const data = sharedMemory === undefined ? unpackData(name, datatype, shape, msg[i + 3], arena) : NO_DATA;
+    const output: InferOutput = { name, datatype, shape, data };
+    if (sharedMemory !== undefined) output.sharedMemory = sharedMemory;
+    response.outputs.push(output);
   }
   return response;
 }
@@ -298,4 +338,14 @@ export type SyncMethod =
   | 'logSettings'
   | 'updateLogSettings'
   | 'traceSettings'
-  | 'updateTraceSettings';
+  | 'updateTraceSettings'
+  | 'systemSharedMemoryStatus'
+  | 'checkSystemSharedMemoryRegister'
+  | 'registerSystemSharedMemory'
+  | 'unregisterSystemSharedMemory'
+  | 'cudaSharedMemoryStatus'
+  | 'registerCudaSharedMemory'
+  | 'unregisterCudaSharedMemory'
+  | 'consoleLogs'
+  | 'consoleLatency'
+  | 'consoleAccess';

@@ -62,6 +62,30 @@ const LATENCY_COUNTERS: readonly Family<ModelStats>[] = [
   },
 ];
 
+/** Triton's per-model response cache counters; only versions whose responses are cached have them. */
+const CACHE_COUNTERS: readonly Family<ModelStats>[] = [
+  {
+    name: 'nv_cache_num_hits_per_model',
+    help: 'Requests answered from the response cache',
+    value: (st) => st.cache?.hit.count,
+  },
+  {
+    name: 'nv_cache_num_misses_per_model',
+    help: 'Requests not found in the response cache',
+    value: (st) => st.cache?.miss.count,
+  },
+  {
+    name: 'nv_cache_hit_duration_per_model',
+    help: 'Total time of response cache lookups that hit, in microseconds',
+    value: (st) => st.cache && us(st.cache.hit.ns),
+  },
+  {
+    name: 'nv_cache_miss_duration_per_model',
+    help: 'Total time of response cache lookups that missed plus the insertions after them, in microseconds',
+    value: (st) => st.cache && us(st.cache.miss.ns),
+  },
+];
+
 const GAUGES: readonly Family<ModelSeries>[] = [
   {
     name: 'nv_inference_pending_request_count',
@@ -107,7 +131,7 @@ export function registerModelMetrics(
     }
     return out;
   };
-  const counters = [...COUNTS, ...(config.counterLatencies ? LATENCY_COUNTERS : [])];
+  const counters = [...COUNTS, ...(config.counterLatencies ? LATENCY_COUNTERS : []), ...CACHE_COUNTERS];
   for (const f of counters) {
     registry.registerMetric(
       new ScrapedCounter(

@@ -4,6 +4,7 @@ import type { ModelConfig } from '../config/model-config.js';
 import { abortable } from '../core/abortable.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import { notServing } from './ensemble.js';
 import { buildModel, retireModel, type LoaderDeps } from './loader.js';
 import { describeFailures, emptyModel, unloadedModel, type Model, type ModelVersion } from './model.js';
 
@@ -162,6 +163,40 @@ export class ModelLifecycle {
   async #retire(model: Model): Promise<void> {
     await retireModel(model);
     if (model.tempDir) await rm(model.tempDir, { recursive: true, force: true });
+  }
+
+  /**
+   * This model is an ensemble and one of its composing models changed state: its versions are READY while every
+   * composing model serves, else UNAVAILABLE naming the first that does not. Versions not READY for another
+   * reason are left alone.
+   */
+  dependenciesChanged(get: (name: string) => Model | undefined): void {
+    const model = this.#current;
+    const graph = model.spec?.ensemble;
+    if (graph === undefined) return;
+    let reason = '';
+    for (const name of graph.models) {
+      const dep = get(name);
+      const why = dep === undefined ? 'not loaded' : notServing(graph, dep);
+      if (why !== '') {
+        reason = `composing model '${name}' is not available: ${why}`;
+        break;
+      }
+    }
+    for (const v of model.versions.values()) {
+      const blocked = v.state === 'UNAVAILABLE' && v.reason.startsWith('composing model ');
+      if (v.state !== 'READY' && !blocked) continue;
+      v.state = reason === '' ? 'READY' : 'UNAVAILABLE';
+      v.reason = reason;
+    }
+    const was = model.state;
+    model.state = [...model.versions.values()].some((v) => v.state === 'READY') ? 'READY' : 'UNAVAILABLE';
+    model.reason = model.state === 'READY' ? '' : describeFailures(model);
+    if (model.state !== was) {
+      this.#logger[reason === '' ? 'info' : 'warn'](
+        reason === '' ? `ensemble '${this.name}' is READY again` : `ensemble '${this.name}' is UNAVAILABLE: ${reason}`,
+      );
+    }
   }
 
   #onHealth(model: Model, version: ModelVersion, h: PoolHealth): void {

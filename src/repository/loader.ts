@@ -5,12 +5,15 @@ import type { BackendRegistry } from '../backends/registry.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
 import { configErrorsToException, parseModelConfigOrThrow, validateModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { CancelledError, NereidError } from '../core/errors.js';
+import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
-import { createScheduler } from '../scheduler/index.js';
+import { EnsembleScheduler, type StepRunner } from '../scheduler/ensemble/scheduler.js';
+import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
+import { loadWarmupSamples, runWarmup, type WarmupSample } from '../scheduler/warmup.js';
+import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
-import { normalizeConfig } from './normalize.js';
+import { ENSEMBLE_PLATFORM, normalizeConfig } from './normalize.js';
 import { listVersions, selectVersions } from './scan.js';
 import { resolveSpec, type ModelSpec } from './spec.js';
 
@@ -21,7 +24,14 @@ import { resolveSpec, type ModelSpec } from './spec.js';
  * Called only by the model's lifecycle, one operation at a time.
  */
 
-export interface LoaderDeps {
+/** What checkSections knows of an ensemble: no backend, only the sections every model may have. */
+const ENSEMBLE_DESCRIPTOR = Object.freeze({ name: 'ensemble', sections: [] as const });
+
+export interface LoaderDeps extends EnsembleDeps {
+  /** The server has a response cache (`--cache-config`): versions of models that enable it use it. */
+  responseCache: boolean;
+  /** Runs an ensemble step through the server (the facade's own request path). */
+  runStep: StepRunner;
   registry: BackendRegistry;
   /** `--backend-config` values per backend name. */
   backendConfig: ReadonlyMap<string, BackendConfig>;
@@ -41,16 +51,19 @@ export async function buildModel(
   const model = emptyModel(name, dir, 'LOADING', '');
   const log = deps.logger.child({ model: name });
   const started = process.hrtime.bigint();
+  // `load` marks the start and end of a load for readers of the log (the terminal's progress line, log pipelines).
+  log.info({ load: 'begin' }, `loading model '${name}'`);
   try {
     const versions = await listVersions(dir);
     const files = await filesInVersions(dir, versions);
     const parsed = override ?? (await readConfig(dir));
-    let config = normalizeConfig(parsed, name, files, deps.registry);
-    const backend = deps.registry.get(config.backend as string) as Backend;
+    const config = normalizeConfig(parsed, name, files, deps.registry);
+    const ensemble = config.platform === ENSEMBLE_PLATFORM && !config.backend;
+    const backend = ensemble ? undefined : (deps.registry.get(config.backend as string) as Backend);
     const selected = selectVersions(versions, config.version_policy);
     const missing = (config.version_policy?.specific?.versions ?? []).filter((v) => !versions.includes(v));
-    const fileName = config.default_model_filename ?? backend.defaultModelFilename;
     if (selected.length === 0) {
+      const fileName = backend ? (config.default_model_filename ?? backend.defaultModelFilename) : '';
       throw new NereidError(
         'INVALID_ARG',
         versions.length === 0
@@ -58,30 +71,21 @@ export async function buildModel(
           : `model '${name}': version_policy selects none of the versions present [${versions.join(', ')}]`,
       );
     }
-    const backendConfig = deps.backendConfig.get(backend.name) ?? {};
-    const latestPath = join(dir, String(selected[selected.length - 1]), fileName);
-    await assertExists(latestPath, name);
-    config = await backend.autoComplete(config, {
-      modelName: name,
-      modelPath: latestPath,
-      backendConfig,
-      autoComplete: deps.autoComplete,
-      logger: log,
-      signal,
-    });
-    const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
-    if (problems.length > 0) throw configErrorsToException(problems);
-    deps.registry.checkSections(config, backend, name);
-    const specs = deps.registry.expandInstances(config, name, backend);
-    model.spec = resolveSpec(config, await readLabels(dir, config));
-    const spec = model.spec;
-    await Promise.all(
-      selected.map(async (v) => {
-        const entry: ModelVersion = { version: v, state: 'LOADING', reason: '', stats: new ModelStats() };
-        model.versions.set(v, entry);
-        await loadVersion(model, entry, spec, backend, backendConfig, specs, deps, signal);
-      }),
-    );
+    if (config.response_cache?.enable && config.sequence_batching) {
+      throw new InvalidArgError(
+        `Response Cache does not currently support model ${name} with sequence batching scheduler. Please disable the response cache.`,
+      );
+    }
+    if (backend === undefined) await loadEnsemble(model, config, selected, deps);
+    else await loadBackendModel(model, config, backend, selected, deps, log, signal);
+    if (config.response_cache?.enable) {
+      if (deps.responseCache) for (const v of model.versions.values()) v.stats.enableCache();
+      else {
+        log.warn(
+          `model '${name}' sets response_cache { enable: true }, but the server has no response cache; start it with --cache-config=local,size=<bytes>`,
+        );
+      }
+    }
     for (const v of missing) {
       model.versions.set(v, {
         version: v,
@@ -93,27 +97,105 @@ export async function buildModel(
     model.state = [...model.versions.values()].some((v) => v.state === 'READY') ? 'READY' : 'UNAVAILABLE';
     if (model.state !== 'READY') model.reason = describeFailures(model);
     const secs = Number(process.hrtime.bigint() - started) / 1e9;
-    if (model.state === 'READY') log.info({ versions: selected, seconds: secs }, `loaded model '${name}'`);
-    else log.error(`failed to load model '${name}': ${model.reason}`);
+    if (model.state === 'READY')
+      log.info({ load: 'ready', versions: selected, seconds: secs }, `loaded model '${name}'`);
+    else log.error({ load: 'failed' }, `failed to load model '${name}': ${model.reason}`);
   } catch (err) {
     const e = NereidError.from(err);
     model.state = 'UNAVAILABLE';
     model.reason = e.message;
-    log.error({ err: e.code === 'INTERNAL' ? e.cause : undefined }, `failed to load model '${name}': ${e.message}`);
+    log.error(
+      { load: 'failed', err: e.code === 'INTERNAL' ? e.cause : undefined },
+      `failed to load model '${name}': ${e.message}`,
+    );
   }
   return model;
+}
+
+/** An ensemble: its graph checked against its composing models (loaded first); one scheduler per version. */
+async function loadEnsemble(model: Model, config: ModelConfig, selected: number[], deps: LoaderDeps): Promise<void> {
+  const name = model.name;
+  const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
+  if (problems.length > 0) throw configErrorsToException(problems);
+  deps.registry.checkSections(config, ENSEMBLE_DESCRIPTOR, name);
+  const graph = await prepareEnsemble(config, deps);
+  model.spec = resolveSpec(config, { labels: await readLabels(model.dir, config), ensemble: graph });
+  for (const v of selected) {
+    model.versions.set(v, {
+      version: v,
+      state: 'READY',
+      reason: '',
+      stats: new ModelStats(),
+      scheduler: new EnsembleScheduler(graph, deps.runStep),
+      loadSeconds: 0,
+    });
+  }
+}
+
+/** A model run by a backend: auto-complete, checks, then each selected version's handle, instances, scheduler. */
+async function loadBackendModel(
+  model: Model,
+  normalized: ModelConfig,
+  backend: Backend,
+  selected: number[],
+  deps: LoaderDeps,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  const { name, dir } = model;
+  const fileName = normalized.default_model_filename ?? backend.defaultModelFilename;
+  const backendConfig = deps.backendConfig.get(backend.name) ?? {};
+  const latestPath = join(dir, String(selected[selected.length - 1]), fileName);
+  await assertExists(latestPath, name);
+  const config = await backend.autoComplete(normalized, {
+    modelName: name,
+    modelPath: latestPath,
+    backendConfig,
+    autoComplete: deps.autoComplete,
+    logger: log,
+    signal,
+  });
+  const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
+  if (problems.length > 0) throw configErrorsToException(problems);
+  deps.registry.checkSections(config, backend, name);
+  const specs = deps.registry.expandInstances(config, name, backend);
+  model.spec = resolveSpec(config, {
+    labels: await readLabels(dir, config),
+    sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
+  });
+  const plan: VersionPlan = {
+    spec: model.spec,
+    backend,
+    backendConfig,
+    instances: specs,
+    warmup: await loadWarmupSamples(config, dir),
+  };
+  await Promise.all(
+    selected.map(async (v) => {
+      const entry: ModelVersion = { version: v, state: 'LOADING', reason: '', stats: new ModelStats() };
+      model.versions.set(v, entry);
+      await loadVersion(model, entry, plan, deps, signal);
+    }),
+  );
+}
+
+/** What every version of a backend model is loaded from (resolved once per model). */
+interface VersionPlan {
+  spec: ModelSpec;
+  backend: Backend;
+  backendConfig: BackendConfig;
+  instances: Parameters<typeof InstancePool.create>[1];
+  warmup: readonly WarmupSample[];
 }
 
 async function loadVersion(
   model: Model,
   entry: ModelVersion,
-  spec: ModelSpec,
-  backend: Backend,
-  backendConfig: BackendConfig,
-  specs: Parameters<typeof InstancePool.create>[1],
+  plan: VersionPlan,
   deps: LoaderDeps,
   signal: AbortSignal,
 ): Promise<void> {
+  const { spec, backend } = plan;
   const started = process.hrtime.bigint();
   const logger = deps.logger.child({ model: model.name, version: entry.version });
   const fileName = spec.config.default_model_filename ?? backend.defaultModelFilename;
@@ -128,23 +210,33 @@ async function loadVersion(
         config: spec.config as ModelConfig,
         modelDir: model.dir,
         modelPath,
-        backendConfig,
+        backendConfig: plan.backendConfig,
         logLevel: deps.logger.level,
         logger,
       },
       signal,
     );
-    entry.pool = await InstancePool.create(entry.handle, specs, { logger }, signal);
+    entry.pool = await InstancePool.create(entry.handle, plan.instances, { logger }, signal);
+    // Warm-up comes before READY: no request reaches a cold instance.
+    if (plan.warmup.length > 0) {
+      const t = process.hrtime.bigint();
+      await runWarmup(entry.pool.instances, plan.warmup, spec.outputNames, signal);
+      logger.info(
+        { samples: plan.warmup.map((w) => w.name), seconds: Number(process.hrtime.bigint() - t) / 1e9 },
+        `warmed up model '${model.name}' version ${entry.version}`,
+      );
+    }
     entry.pool.on({ health: (h) => deps.onHealth(model, entry, h) });
-    entry.scheduler = createScheduler(spec.config as ModelConfig, {
-      stats: entry.stats,
-      maxBatchSize: spec.maxBatchSize,
-      pool: entry.pool,
-      logger,
-    });
+    entry.scheduler = createScheduler(
+      spec.config as ModelConfig,
+      { stats: entry.stats, maxBatchSize: spec.maxBatchSize, pool: entry.pool, logger },
+      { sequence: spec.sequence },
+    );
     entry.state = 'READY';
     entry.loadSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   } catch (err) {
+    await entry.pool?.destroy();
+    entry.pool = undefined;
     await entry.handle?.unload().catch(() => undefined);
     entry.handle = undefined;
     const e = NereidError.from(err);

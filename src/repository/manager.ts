@@ -1,6 +1,7 @@
 import type { BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
-import { NereidError } from '../core/errors.js';
+import { InvalidArgError, NereidError } from '../core/errors.js';
+import type { StepRunner } from '../scheduler/ensemble/scheduler.js';
 import type { Logger } from '../core/logger.js';
 import { ModelLifecycle, type LoadSource } from './lifecycle.js';
 import { emptyModel, type Model } from './model.js';
@@ -13,6 +14,10 @@ export interface RepositoryOptions {
   backendConfig: ReadonlyMap<string, BackendConfig>;
   autoComplete: boolean;
   logger: Logger;
+  /** Runs an ensemble step through the server facade (set by the server, which owns the request path). */
+  runStep: StepRunner;
+  /** The server has a response cache. */
+  responseCache: boolean;
 }
 
 /**
@@ -23,6 +28,10 @@ export class ModelRepository {
   readonly #opts: RepositoryOptions;
   readonly #models = new Map<string, ModelLifecycle>();
   #found = new Map<string, ModelLocation>();
+  /** Loads asked of this repository and not finished, by model name (ensembles wait for their steps' loads). */
+  readonly #loading = new Map<string, Promise<Model>>();
+  /** Ensemble loads waiting for a composing model's load: ensemble → the models it waits for (cycle check). */
+  readonly #waits = new Map<string, Set<string>>();
   #closed = false;
 
   constructor(opts: RepositoryOptions) {
@@ -50,6 +59,9 @@ export class ModelRepository {
         backendConfig: this.#opts.backendConfig,
         autoComplete: this.#opts.autoComplete,
         logger: this.#opts.logger,
+        runStep: this.#opts.runStep,
+        responseCache: this.#opts.responseCache,
+        dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
       });
       this.#models.set(name, l);
@@ -92,21 +104,86 @@ export class ModelRepository {
   }
 
   /** Loads (or atomically reloads) one model through its lifecycle; see ModelLifecycle.load. */
-  async load(name: string, source: LoadSource, signal?: AbortSignal): Promise<Model> {
-    if (this.#closed) throw new NereidError('UNAVAILABLE', 'server is shutting down');
-    const fp = source.fingerprint ?? (await fingerprint(source.dir));
-    return this.#lifecycle(name, source.dir).load({ ...source, fingerprint: fp }, signal);
+  load(name: string, source: LoadSource, signal?: AbortSignal): Promise<Model> {
+    if (this.#closed) return Promise.reject(new NereidError('UNAVAILABLE', 'server is shutting down'));
+    const loading = (async () => {
+      const fp = source.fingerprint ?? (await fingerprint(source.dir));
+      return this.#lifecycle(name, source.dir).load({ ...source, fingerprint: fp }, signal);
+    })();
+    // Registered before the first await: an ensemble loading beside it finds it and waits.
+    const tracked = loading.finally(() => {
+      if (this.#loading.get(name) === tracked) this.#loading.delete(name);
+      this.#refreshDependents(name);
+    });
+    this.#loading.set(name, tracked);
+    return tracked;
+  }
+
+  /**
+   * A composing model for an ensemble's load: waits for its load in progress; loads it when it was never loaded
+   * (explicit mode) or was unloaded. A model that failed to load is not retried here.
+   */
+  async #dependency(name: string, ensemble: string): Promise<Model | undefined> {
+    if (this.#waitsOn(name, ensemble)) {
+      throw new InvalidArgError(
+        `ensemble '${ensemble}' and model '${name}' depend on each other (a cycle of ensembles); break the cycle`,
+      );
+    }
+    const waits = this.#waits.get(ensemble) ?? new Set<string>();
+    this.#waits.set(ensemble, waits.add(name));
+    try {
+      const pending = this.#loading.get(name);
+      if (pending !== undefined) await pending.catch(() => undefined);
+      else {
+        const current = this.get(name);
+        const never =
+          current === undefined ||
+          (current.state !== 'READY' && (current.reason === '' || current.reason === 'unloaded'));
+        const loc = this.#found.get(name);
+        if (never && loc !== undefined) await this.load(name, { dir: loc.dir }).catch(() => undefined);
+      }
+      return this.get(name);
+    } finally {
+      waits.delete(name);
+      if (waits.size === 0) this.#waits.delete(ensemble);
+    }
+  }
+
+  /** Whether the load of `from` waits, directly or through other ensembles, for `to`. */
+  #waitsOn(from: string, to: string, seen = new Set<string>()): boolean {
+    if (from === to) return true;
+    if (seen.has(from)) return false;
+    seen.add(from);
+    for (const next of this.#waits.get(from) ?? []) if (this.#waitsOn(next, to, seen)) return true;
+    return false;
+  }
+
+  /** Ensembles whose steps run `name`. */
+  dependents(name: string): string[] {
+    return this.list()
+      .filter((m) => m.spec?.ensemble?.models.includes(name))
+      .map((m) => m.name);
+  }
+
+  /** A model's state changed: the ensembles that use it are READY again, or UNAVAILABLE naming it. */
+  #refreshDependents(name: string): void {
+    for (const e of this.dependents(name)) this.#models.get(e)?.dependenciesChanged((dep) => this.get(dep));
   }
 
   /**
    * Unloads a model: new requests fail at once, requests already queued or running finish. With `forget` (its
-   * folder is gone in poll mode) it also leaves the index.
+   * folder is gone in poll mode) it also leaves the index. With `dependents`, the ensembles that use it (and
+   * theirs) are unloaded too (Triton's unload_dependents); without, they turn UNAVAILABLE naming it.
    */
-  async unload(name: string, opts: { forget?: boolean } = {}): Promise<void> {
+  async unload(name: string, opts: { forget?: boolean; dependents?: boolean } = {}): Promise<void> {
+    if (opts.dependents) {
+      await Promise.all(this.dependents(name).map((e) => this.unload(e, { dependents: true })));
+    }
     const l = this.#models.get(name);
     if (l === undefined) return;
     await l.unload();
     if (opts.forget && this.#models.get(name) === l) this.#models.delete(name);
+    this.#refreshDependents(name);
   }
 
   /**

@@ -3,6 +3,9 @@ import type { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
 
+/** Triton's platform name for ensembles. */
+export const ENSEMBLE_PLATFORM = 'ensemble';
+
 /**
  * Triton core's part of auto-complete, done whatever the flags say: name, backend/platform from each
  * other or from the files present, default version policy and instance groups.
@@ -20,6 +23,15 @@ export function normalizeConfig(
     throw new InvalidArgError(
       `model '${modelName}': config.pbtxt says name: "${config.name}", but the model's folder is '${modelName}'; they must match`,
     );
+  }
+  if (config.platform === ENSEMBLE_PLATFORM && !config.backend) {
+    // An ensemble has no backend and no instances of its own: its steps run on their models' instances.
+    config.version_policy ??= { latest: { num_versions: 1 } };
+    config.max_batch_size ??= 0;
+    if (config.max_batch_size < 0) {
+      throw new InvalidArgError(`model '${modelName}': max_batch_size must be >= 0, got ${config.max_batch_size}`);
+    }
+    return config;
   }
   if (!config.backend && config.platform) {
     const b = registry.byPlatform(config.platform);

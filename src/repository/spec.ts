@@ -1,6 +1,8 @@
 import type { ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
+import type { EnsembleGraph } from '../scheduler/ensemble/graph.js';
+import type { SequenceSpec } from '../scheduler/sequence/spec.js';
 
 /**
  * A model's config resolved once at load into what the hot path reads: no optional fields, no `?? 0`, maps
@@ -30,12 +32,25 @@ export interface ModelSpec {
   readonly maxBatchSize: number;
   readonly batching: boolean;
   readonly inputs: ReadonlyMap<string, TensorSpec>;
+  /** Position of each input in the config: requests reach the engine with their inputs in this order. */
+  readonly inputOrder: ReadonlyMap<string, number>;
   readonly outputs: ReadonlyMap<string, TensorSpec>;
   /** Output names in config order (every output, when a request names none). */
   readonly outputNames: readonly string[];
   readonly requiredInputs: readonly string[];
   /** Class labels per output name, from `label_filename`. */
   readonly labels: ReadonlyMap<string, readonly string[]>;
+  /** `sequence_batching` resolved; undefined for a model without it. */
+  readonly sequence: SequenceSpec | undefined;
+  /** An ensemble's steps; undefined for a model run by a backend. */
+  readonly ensemble: EnsembleGraph | undefined;
+}
+
+/** What `resolveSpec` is given beyond the config (read from files by the loader). */
+export interface SpecExtras {
+  labels: ReadonlyMap<string, readonly string[]>;
+  sequence?: SequenceSpec;
+  ensemble?: EnsembleGraph;
 }
 
 function tensorSpec(t: ModelInput | ModelOutput, batching: boolean, kind: string): TensorSpec {
@@ -53,7 +68,7 @@ function tensorSpec(t: ModelInput | ModelOutput, batching: boolean, kind: string
   });
 }
 
-export function resolveSpec(config: ModelConfig, labels: ReadonlyMap<string, readonly string[]>): ModelSpec {
+export function resolveSpec(config: ModelConfig, extras: SpecExtras): ModelSpec {
   const maxBatchSize = config.max_batch_size ?? 0;
   const batching = maxBatchSize > 0;
   const inputs = new Map((config.input ?? []).map((t) => [t.name as string, tensorSpec(t, batching, 'input')]));
@@ -66,9 +81,12 @@ export function resolveSpec(config: ModelConfig, labels: ReadonlyMap<string, rea
     maxBatchSize,
     batching,
     inputs,
+    inputOrder: new Map([...inputs.keys()].map((n, i) => [n, i])),
     outputs,
     outputNames: Object.freeze([...outputs.keys()]),
     requiredInputs: Object.freeze([...inputs.values()].filter((t) => !t.optional).map((t) => t.name)),
-    labels,
+    labels: extras.labels,
+    sequence: extras.sequence,
+    ensemble: extras.ensemble,
   });
 }

@@ -15,6 +15,8 @@ export interface ScheduleOptions {
    * with the last response (or none).
    */
   onResponse?: (response: EngineResponse) => void;
+  /** Sequence flags (the request's `sequence_start` / `sequence_end`); read by the sequence batcher only. */
+  sequence?: { start: boolean; end: boolean };
 }
 
 /** A request's (final) response with the time it waited in the queue (for the statistics extension). */
@@ -38,8 +40,8 @@ export interface SchedulerContext {
 }
 
 /**
- * Triton's scheduler shape: enqueue one request, get its result, stop. Implementations: direct (here),
- * dynamic batcher, and later sequence and ensemble schedulers.
+ * Triton's scheduler shape: enqueue one request, get its result, stop. Implementations: direct, dynamic batcher,
+ * sequence batcher (`sequence/`) and ensemble (`ensemble/`).
  */
 export interface Scheduler {
   /** `request.batchSize` is its first dim when the model batches, else 1. Inputs are handed over (see contract). */

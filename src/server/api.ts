@@ -26,6 +26,8 @@ export interface ResolvedModel {
   readonly version: number;
   readonly maxBatchSize: number;
   readonly inputs: readonly TensorMetadata[];
+  /** Decoupled (`model_transaction_policy`): any number of responses per request, so only streaming endpoints. */
+  readonly decoupled: boolean;
   /**
    * Identity of the lookup: the same object while the same load of the same version would serve the request. Front-end
    * threads cache their lookups and learn from it that one went stale (src/frontend/host.ts).
@@ -36,6 +38,12 @@ export interface ResolvedModel {
 export interface InferOptions extends CallOptions {
   /** The lookup `checkModel` made for this request; `infer` reuses it while that version is still READY. */
   resolved?: ResolvedModel;
+  /**
+   * Decoupled models: every response as the model sends it; `infer` then resolves at the request's final flag
+   * with no outputs. Required to call a decoupled model; not called for the others (their one response is
+   * what `infer` resolves with).
+   */
+  onResponse?: (response: InferResponse) => void;
 }
 
 export interface InferenceServerApi extends InferenceServerExtensions {
@@ -75,6 +83,21 @@ export interface LogSettings {
   log_format: string;
 }
 
+/** A system shared-memory region as the status calls list it (Triton's shape). */
+export interface SystemSharedMemoryStatus {
+  name: string;
+  key: string;
+  offset: number;
+  byte_size: number;
+}
+
+/** A CUDA shared-memory region as the status calls list it. */
+export interface CudaSharedMemoryStatus {
+  name: string;
+  device_id: number;
+  byte_size: number;
+}
+
 /** Trace settings: every value a list of strings, as Triton's trace extension. */
 export type TraceSettings = Record<string, string | string[]>;
 
@@ -92,4 +115,17 @@ export interface InferenceServerExtensions {
   updateLogSettings(update: Partial<Record<keyof LogSettings, unknown>>): LogSettings;
   traceSettings(model?: string): TraceSettings;
   updateTraceSettings(model: string | undefined, update: Record<string, unknown>): TraceSettings;
+  /**
+   * System shared memory: status (allowed when client shared memory is off), register and unregister (refused
+   * UNSUPPORTED "Client shared memory is disabled ..." unless `--allow-client-shm`). No name: every region.
+   */
+  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[];
+  /** Throws what a registration of `name` is refused for before its body is read (disabled, empty name). */
+  checkSystemSharedMemoryRegister(name: string): void;
+  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void;
+  unregisterSystemSharedMemory(name?: string): void;
+  /** CUDA shared memory: not supported by this build (registration is INVALID_ARG, "GPUs not supported"). */
+  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[];
+  registerCudaSharedMemory(name: string): void;
+  unregisterCudaSharedMemory(name?: string): void;
 }

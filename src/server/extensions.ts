@@ -7,6 +7,7 @@ export const EXTENSIONS: readonly string[] = Object.freeze([
   'model_repository',
   'model_repository(unload_dependents)',
   'model_configuration',
+  'system_shared_memory',
   'binary_tensor_data',
   'parameters',
   'statistics',

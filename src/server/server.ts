@@ -1,8 +1,8 @@
-import type { Backend, BackendConfig } from '../backends/contract.js';
+import type { Backend, BackendConfig, EngineResponse } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../core/errors.js';
-import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
+import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
@@ -12,6 +12,7 @@ import { latestReady, type Model, type ModelVersion } from '../repository/model.
 import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
+  CudaSharedMemoryStatus,
   InferenceServerApi,
   InferOptions,
   LoadOptions,
@@ -21,6 +22,7 @@ import type {
   ModelStatistics,
   ResolvedModel,
   ServerMetadata,
+  SystemSharedMemoryStatus,
   TensorMetadata,
   TraceSettings,
 } from './api.js';
@@ -33,6 +35,14 @@ import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
+import { PathRedactor } from './redact.js';
+import { bindSharedMemory, usesSharedMemory } from './shm/bind.js';
+import { CudaSharedMemory } from './shm/cuda.js';
+import { SystemSharedMemory } from './shm/regions.js';
+import { sweepStaleOverrideDirs } from '../repository/overrides.js';
+import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
+import { cacheKey, ResponseCache } from './response-cache.js';
+import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
 
 import { NEREID_VERSION } from '../core/version.js';
 
@@ -58,6 +68,12 @@ export interface InferenceServerOptions {
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */
   trace?: TraceOptions;
+  /** `--allow-client-shm`: clients may register shared-memory regions (default false, as Triton). */
+  allowClientShm?: boolean;
+  /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
+  responseCacheBytes?: number;
+  /** `--allow-code-in-load-requests`: load requests may carry code (model.py, .pt, libraries); default false. */
+  allowCodeInLoadRequests?: boolean;
   logger?: Logger;
 }
 
@@ -67,7 +83,16 @@ export class InferenceServer implements InferenceServerApi {
   readonly #opts: Required<Pick<InferenceServerOptions, 'strictReadiness' | 'id'>>;
   readonly #logger: Logger;
   readonly #mode: 'none' | 'poll' | 'explicit';
+  readonly #allowCode: boolean;
   readonly #tracer: Tracer;
+  /** Rewrites server paths in load errors and model reasons relative to their repository. */
+  readonly #paths: PathRedactor;
+  /** Client shared-memory regions (registered by clients, read and written by their requests). */
+  readonly #shm: SystemSharedMemory;
+  readonly #cudaShm: CudaSharedMemory;
+  readonly #cache: ResponseCache | undefined;
+  /** Versions already warned about a response too large for the cache (once each). */
+  readonly #tooLarge = new WeakSet<ModelVersion>();
   /** Inference requests inside infer() now (for the shutdown countdown). */
   #inflight = 0;
   #observer: InferenceObserver = noopObserver;
@@ -85,12 +110,20 @@ export class InferenceServer implements InferenceServerApi {
     };
     this.#logger = opts.logger ?? noopLogger;
     this.#mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
+    this.#allowCode = opts.allowCodeInLoadRequests === true;
     this.#tracer = new Tracer(opts.trace);
-    if (this.#mode === 'poll') {
-      const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
-      this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
-      this.#poller.unref();
-    }
+    this.#paths = new PathRedactor(opts.repositories);
+    this.#shm = new SystemSharedMemory({ enabled: opts.allowClientShm ?? false });
+    this.#cudaShm = new CudaSharedMemory({ enabled: opts.allowClientShm ?? false, system: this.#shm });
+    this.#cache = opts.responseCacheBytes === undefined ? undefined : new ResponseCache(opts.responseCacheBytes);
+  }
+
+  /** Poll mode: rescans every `--repository-poll-secs`, from the end of the first load on. */
+  #startPolling(opts: InferenceServerOptions): void {
+    if (this.#mode !== 'poll') return;
+    const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
+    this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
+    this.#poller.unref();
   }
 
   /**
@@ -116,13 +149,22 @@ export class InferenceServer implements InferenceServerApi {
    */
   static async create(opts: InferenceServerOptions): Promise<InferenceServer> {
     const logger = opts.logger ?? noopLogger;
-    const repo = new ModelRepository({
+    // Override folders of load requests left by a server that was killed: nothing else would remove them.
+    const swept = await sweepStaleOverrideDirs();
+    if (swept.length > 0) logger.info({ swept }, `removed ${swept.length} override folders left by stopped servers`);
+    // Ensemble steps run through the server's own request path; the server exists before any model loads.
+    const repo: ModelRepository = new ModelRepository({
       repositories: opts.repositories,
       registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
       autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,
       logger,
+      runStep: (step, signal): Promise<Tensor[]> => server.#runStep(step, signal),
+      responseCache: opts.responseCacheBytes !== undefined,
     });
+    const server: InferenceServer = new InferenceServer(repo, opts);
+    // Backends whose models call models (Python BLS) do it through infer(), like any client.
+    for (const b of opts.backends) (b as { attachModelCaller?(c: InferenceServer): void }).attachModelCaller?.(server);
     const mode = opts.modelControlMode ?? SERVER_DEFAULTS.modelControlMode;
     if (mode === 'explicit') {
       await repo.scan();
@@ -140,7 +182,8 @@ export class InferenceServer implements InferenceServerApi {
         `failed to load ${failures.map((f) => `'${f.name}': ${f.reason}`).join('; ')} (start with --exit-on-error=false to serve the other models)`,
       );
     }
-    return new InferenceServer(repo, opts);
+    server.#startPolling(opts);
+    return server;
   }
 
   /** Live until the shutdown has finished (readiness turns false first). */
@@ -181,7 +224,11 @@ export class InferenceServer implements InferenceServerApi {
       }
     } else {
       v = latestReady(model);
-      if (!v) throw new NotFoundError(`Request for unknown model: '${name}' has no available versions`);
+      if (!v) {
+        throw new NotFoundError(
+          `Request for unknown model: '${name}' has no available versions${model.reason ? ` (${model.reason})` : ''}`,
+        );
+      }
     }
     return new Target(model, v, model.spec);
   }
@@ -238,16 +285,26 @@ export class InferenceServer implements InferenceServerApi {
     return this.#inflight;
   }
 
-  /** First step of a graceful shutdown: readiness turns false and new requests are refused; in-flight ones go on. */
+  /**
+   * First step of a graceful shutdown: readiness turns false. Requests still arriving (on connections open before
+   * the shutdown, as Triton serves them until its exit timeout) are served until close() begins.
+   */
   beginShutdown(): void {
     this.#draining = true;
   }
 
   async infer(request: InferRequest, opts: InferOptions = {}): Promise<InferResponse> {
-    if (this.#draining || this.#closing) throw new UnavailableError('server is shutting down');
+    if (this.#closing) throw new UnavailableError('server is shutting down');
     this.#inflight++;
     try {
-      return await this.#infer(request, opts);
+      if (!usesSharedMemory(request)) return await this.#infer(request, opts);
+      // Inputs read from, outputs written to the client's regions; the regions stay open until this request is done.
+      const bound = await bindSharedMemory(this.#shm, request);
+      try {
+        return bound.finish(await this.#infer(bound.request, opts));
+      } finally {
+        bound.release();
+      }
     } finally {
       this.#inflight--;
     }
@@ -257,24 +314,86 @@ export class InferenceServer implements InferenceServerApi {
     const requestStart = process.hrtime.bigint();
     const r = opts.resolved;
     const target = r instanceof Target && r.fresh(request.model) ? r : this.#resolve(request.model, request.version);
+    const { sequence, rest } = takeSequenceParams(request.parameters);
+    if (sequence !== undefined && target.spec.sequence === undefined && target.spec.ensemble === undefined) {
+      throw new InvalidArgError(
+        `inference request to model '${target.model.name}' has sequence parameters (sequence_id, sequence_start, sequence_end), but the model has no sequence_batching; send them only to sequence models`,
+      );
+    }
+    return this.#run(target, request, opts, requestStart, sequence, rest);
+  }
+
+  /**
+   * One ensemble step, as a request of its own to the step's model: validated, scheduled (batched), counted in
+   * that model's statistics and metrics. The ensemble's sequence reaches only steps that are sequence models.
+   */
+  async #runStep(step: StepRequest, signal: AbortSignal | undefined): Promise<Tensor[]> {
+    const requestStart = process.hrtime.bigint();
+    const request: InferRequest = {
+      model: step.step.model,
+      version: step.step.version > 0 ? String(step.step.version) : undefined,
+      inputs: step.inputs,
+      outputs: step.outputs.map((name) => ({ name })),
+      parameters: step.parameters,
+    };
+    const target = this.#resolve(request.model, request.version);
+    const sequence =
+      step.correlationId !== undefined && (target.spec.sequence !== undefined || target.spec.ensemble !== undefined)
+        ? { correlationId: step.correlationId, start: step.sequence?.start ?? false, end: step.sequence?.end ?? false }
+        : undefined;
+    const response = await this.#run(target, request, { signal }, requestStart, sequence, step.parameters);
+    return response.outputs;
+  }
+
+  async #run(
+    target: Target,
+    request: InferRequest,
+    opts: InferOptions,
+    requestStart: bigint,
+    sequence: SequenceParams | undefined,
+    parameters: Parameters | undefined,
+  ): Promise<InferResponse> {
     const { model, versionEntry: version, spec } = target;
+    const onResponse = target.decoupled ? opts.onResponse : undefined;
+    if (target.decoupled && onResponse === undefined) {
+      throw new UnsupportedError(
+        `model '${model.name}' is decoupled and this endpoint doesn't support models with decoupled transaction policy; use gRPC ModelStreamInfer or HTTP POST /v2/models/${model.name}/generate_stream`,
+      );
+    }
     const checked = validateRequest(request, spec);
     const params = request.parameters ?? {};
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
+    let engineRequest = checked.request;
+    if (sequence !== undefined || parameters !== request.parameters) {
+      engineRequest = { ...engineRequest, correlationId: sequence?.correlationId, parameters };
+    }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
+    // The key is taken before scheduling: the inputs may be moved to an engine thread.
+    const cache = version.stats.cache === undefined ? undefined : this.#cache;
+    const key = cache && cacheKey(model.name, version.version, engineRequest, parameters);
+    const hit = key === undefined ? undefined : cache?.lookup(key);
+    const lookupNs = key === undefined ? 0 : Number(process.hrtime.bigint() - started);
     let result: ScheduledResult;
+    if (hit !== undefined) {
+      result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
+      version.stats.recordCacheHit(Number(process.hrtime.bigint() - started), lookupNs);
+      return this.#respond(target, request, checked.outputs, result);
+    }
     try {
-      result = await scheduler.enqueue(checked.request, {
+      result = await scheduler.enqueue(engineRequest, {
         signal: opts.signal,
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
+        sequence: sequence && { start: sequence.start, end: sequence.end },
+        onResponse: onResponse && ((r) => onResponse(this.#respond(target, request, checked.outputs, r))),
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
       throw err;
     }
+    if (key !== undefined && cache !== undefined) this.#remember(cache, key, target, result, lookupNs);
     const totalNs = Number(process.hrtime.bigint() - started);
     version.stats.recordSuccess(batchSize, totalNs, result.queueNs, result.timings);
     this.#observer.requestSucceeded(model.name, version.version, {
@@ -291,22 +410,56 @@ export class InferenceServer implements InferenceServerApi {
         timings: result.timings,
       });
     }
-    const outputs: Tensor[] = checked.outputs.map((req, i) => {
-      let t = result.outputs[i];
+    // A decoupled request's responses went out through onResponse; what settles it is the final flag.
+    return this.#respond(target, request, checked.outputs, onResponse ? { outputs: [] } : result);
+  }
+
+  /** Stores a computed answer; a response larger than the whole cache is said once per version. */
+  #remember(cache: ResponseCache, key: string, target: Target, result: ScheduledResult, lookupNs: number): void {
+    const t = process.hrtime.bigint();
+    const stored = cache.insert(key, result.outputs);
+    target.versionEntry.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - t));
+    if (stored === 'too_large' && !this.#tooLarge.has(target.versionEntry)) {
+      this.#tooLarge.add(target.versionEntry);
+      this.#logger.warn(
+        { model: target.model.name, version: target.version },
+        `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
+      );
+    }
+  }
+
+  /**
+   * The client's response (each of a decoupled model's too): outputs in the order asked (a decoupled response may
+   * carry fewer), reshaped to the config's dims, classified when asked, with the engine's parameters.
+   */
+  #respond(
+    target: Target,
+    request: InferRequest,
+    requested: readonly RequestedOutput[],
+    r: EngineResponse,
+  ): InferResponse {
+    const { model, versionEntry: version, spec } = target;
+    const outputs: Tensor[] = [];
+    requested.forEach((req, i) => {
+      let t = r.outputs[i];
+      if (t === undefined) return;
       const out = spec.outputs.get(req.name);
       if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
       if (req.classCount !== undefined && req.classCount > 0) {
         t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
       }
-      return t;
+      outputs.push(t);
     });
     const response: InferResponse = { model: model.name, version: String(version.version), outputs };
     if (request.id !== undefined) response.id = request.id;
+    if (r.parameters !== undefined) response.parameters = r.parameters;
     return response;
   }
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
-    return repositoryIndexRows(this.#repo, opts.ready ?? false);
+    return repositoryIndexRows(this.#repo, opts.ready ?? false).map((r) =>
+      r.reason === '' ? r : { ...r, reason: this.#paths.redact(r.reason) },
+    );
   }
 
   #checkControl(action: string): void {
@@ -321,13 +474,23 @@ export class InferenceServer implements InferenceServerApi {
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
     this.#checkControl('load');
-    const name = await loadByRequest(this.#repo, rawName, opts);
+    let name: string;
+    try {
+      name = await loadByRequest(this.#repo, rawName, { ...opts, allowCode: this.#allowCode });
+    } catch (err) {
+      throw this.#paths.redactError(err);
+    }
     this.#logger.info({ model: name }, `successfully loaded '${name}'`);
   }
 
   async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
     this.#checkControl('unload');
-    const name = await unloadByRequest(this.#repo, rawName, opts.signal);
+    let name: string;
+    try {
+      name = await unloadByRequest(this.#repo, rawName, opts.signal, opts.unloadDependents ?? false);
+    } catch (err) {
+      throw this.#paths.redactError(err);
+    }
     this.#logger.info({ model: name }, `successfully unloaded '${name}'`);
   }
 
@@ -361,6 +524,34 @@ export class InferenceServer implements InferenceServerApi {
     return this.#tracer.update(model, update);
   }
 
+  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[] {
+    return this.#shm.status(name);
+  }
+
+  checkSystemSharedMemoryRegister(name: string): void {
+    this.#shm.checkRegister(name);
+  }
+
+  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void {
+    this.#shm.register(name, key, offset, byteSize);
+  }
+
+  unregisterSystemSharedMemory(name?: string): void {
+    this.#shm.unregister(name);
+  }
+
+  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[] {
+    return this.#cudaShm.status(name);
+  }
+
+  registerCudaSharedMemory(name: string): void {
+    this.#cudaShm.register(name);
+  }
+
+  unregisterCudaSharedMemory(): void {
+    this.#cudaShm.unregister();
+  }
+
   /** Stops taking requests, drains in-flight work and unloads every model; idempotent. */
   close(): Promise<void> {
     if (this.#poller) clearInterval(this.#poller);
@@ -369,12 +560,15 @@ export class InferenceServer implements InferenceServerApi {
       await this.#polling;
       await this.#repo.close();
       await this.#tracer.close();
+      this.#shm.close();
       this.#closed = true;
       this.#logger.info('all models unloaded');
     })();
     return this.#closing;
   }
 }
+
+const NO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
 
 /** A resolved model version (ResolvedModel to protocols); stays valid while its version is READY. */
 class Target implements ResolvedModel {
@@ -391,6 +585,9 @@ class Target implements ResolvedModel {
   }
   get maxBatchSize(): number {
     return this.spec.maxBatchSize;
+  }
+  get decoupled(): boolean {
+    return this.spec.config.model_transaction_policy?.decoupled === true;
   }
   get inputs(): TensorMetadata[] {
     return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));

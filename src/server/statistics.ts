@@ -20,9 +20,9 @@ export function toModelStatistics(name: string, version: number, s: ModelStats):
       compute_input: copy(s.computeInput),
       compute_infer: copy(s.computeInfer),
       compute_output: copy(s.computeOutput),
-      // No response cache yet: Triton reports zeros when the cache is off.
-      cache_hit: { count: 0, ns: 0 },
-      cache_miss: { count: 0, ns: 0 },
+      // Zeros when the version has no response cache, as Triton reports them.
+      cache_hit: copy(s.cache?.hit ?? { count: 0, ns: 0 }),
+      cache_miss: copy(s.cache?.miss ?? { count: 0, ns: 0 }),
     },
     response_stats: {},
     batch_stats: [...s.batches.values()]

@@ -74,6 +74,13 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
       `expected ${spec.inputs.size} inputs but got ${req.inputs.length} inputs for model '${model}'. Got input(s) ${names(req.inputs.map((i) => i.name))}, but missing required input(s) ${names(missing)}. Please provide all required input(s).`,
     );
   }
+  // Config order: requests that share a batch must list their inputs alike (JSON bodies may order them freely).
+  for (let i = 1; i < inputs.length; i++) {
+    if ((spec.inputOrder.get(inputs[i - 1].name) as number) > (spec.inputOrder.get(inputs[i].name) as number)) {
+      inputs.sort((a, b) => (spec.inputOrder.get(a.name) as number) - (spec.inputOrder.get(b.name) as number));
+      break;
+    }
+  }
   const outputs = validateOutputs(req.outputs, spec);
   return {
     request: {

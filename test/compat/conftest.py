@@ -3,7 +3,7 @@
 Two servers share the session:
 
 - ``nereid``: model control mode none, the example repository plus a temporary repository of tiny models the
-  examples lack (``simple_string``, ``simple_int8``, ``simple_identity``; see models.py).
+  examples lack (``simple_string``, ``simple_int8``, ``simple_identity``, the sequence models; see models.py).
 - ``explicit``: the same repositories with ``--model-control-mode=explicit`` and ``--id triton``, for
   repository index/load/unload.
 
@@ -183,7 +183,11 @@ def _start(name: str, prefix: str, args: list[str], tmp: Path, pinned: bool) -> 
 @pytest.fixture(scope="session")
 def nereid(extra_repository: Path, tmp_path_factory: pytest.TempPathFactory):
     """The default server: model control none, every model loaded."""
-    args = [f"--model-repository={EXAMPLES}", f"--model-repository={extra_repository}"]
+    args = [
+        f"--model-repository={EXAMPLES}",
+        f"--model-repository={extra_repository}",
+        "--cache-config=local,size=1048576",
+    ]
     server = _start("nereid", "NEREID", args, tmp_path_factory.mktemp("logs"), pinned=True)
     yield server
     server.stop()

@@ -353,6 +353,20 @@ def test_shared_memory_register_is_unimplemented(grpc_client):
 # --- errors ------------------------------------------------------------------------------------------------------------
 
 
+def test_metadata_of_256_kib_fails_fast(grpc_client):
+    """Regression: metadata past HTTP/2's 64 KiB header field limit hung this client until its deadline."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(InferenceServerException) as err:
+        grpc_client.is_server_live(headers={"x-big": "a" * (256 * 1024)}, client_timeout=30)
+    assert time.monotonic() - started < 10, "the call failed instead of waiting for its deadline"
+    assert status_of(err) in ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "StatusCode.INTERNAL")
+    # A fresh connection serves normally.
+    assert grpc_client.is_server_live()
+
+
+
 def test_unknown_model_is_not_found(grpc_client):
     with pytest.raises(InferenceServerException) as err:
         grpc_client.infer("wrong_model_name", simple_inputs(grpcclient))

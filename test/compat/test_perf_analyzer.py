@@ -82,3 +82,24 @@ def test_http_async_batched(http_url, tmp_path):
     inferences = int(re.search(r"Inference count: (\d+)", section).group(1))
     requests = int(re.search(r"Successful request count: (\d+)", section).group(1))
     assert inferences == 4 * requests
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_sequence_model(request, protocol, tmp_path):
+    """perf_analyzer drives a sequence model the way it drives Triton's: it reads sequence_batching from the config
+    and sends sequences (sequence_id, START on the first request, END on the last) from several concurrent slots."""
+    url = request.getfixturevalue("http_url" if protocol == "http" else "grpc_url")
+    output, rows = perf_analyzer(
+        ["-m", "simple_sequence", "-u", url, "-i", protocol, "--sequence-length", "5", "--concurrency-range", "4"],
+        tmp_path,
+    )
+    assert float(rows[0]["Inferences/Second"]) > 0
+    check_server_sections(output, 1)
+
+
+def test_ensemble_model(grpc_url, tmp_path):
+    """An ensemble measured like any model; its statistics count the ensemble requests."""
+    output, rows = perf_analyzer(
+        ["-m", "simple_ensemble", "-u", grpc_url, "-i", "grpc", "--concurrency-range", "4"], tmp_path
+    )
+    assert float(rows[0]["Inferences/Second"]) > 0

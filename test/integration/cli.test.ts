@@ -80,12 +80,18 @@ describe('nereid CLI', () => {
     assert.match(r.stderr, /\/nonexistent\/repo/);
   });
 
-  it('serves the examples, says which flags are not implemented yet, and exits 0 on SIGTERM', async () => {
-    const { child, port, logs } = await startChild(['--model-repository', EXAMPLES, '--allow-client-shm=true']);
+  it('serves the examples with client shared memory on, and exits 0 on SIGTERM', async () => {
+    const { child, port } = await startChild(['--model-repository', EXAMPLES, '--allow-client-shm=true']);
     try {
       const res = await fetch(`http://127.0.0.1:${port}/v2/health/ready`);
       assert.equal(res.status, 200);
-      assert.match(logs(), /--allow-client-shm is accepted but shared memory is not implemented yet/);
+      // Registration is allowed (the key does not exist, so it is refused for that reason, not as disabled).
+      const reg = await fetch(`http://127.0.0.1:${port}/v2/systemsharedmemory/region/r/register`, {
+        method: 'POST',
+        body: JSON.stringify({ key: '/nereid-cli-test-missing', byte_size: 8 }),
+      });
+      assert.equal(reg.status, 400);
+      assert.match(await reg.text(), /Unable to open shared memory region/);
     } finally {
       child.kill('SIGTERM');
     }

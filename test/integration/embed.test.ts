@@ -31,6 +31,8 @@ describe('nereid (embedding)', () => {
       httpPort: 0,
       allowGrpc: false,
       allowMetrics: false,
+      // fetch pools the connection: close it at shutdown instead of keeping it 5 s for a next request.
+      httpDrainIdleMs: 0,
     });
     try {
       assert.equal(nereid.httpAddress, '127.0.0.1');
@@ -71,6 +73,7 @@ describe('nereid (embedding)', () => {
       grpcAddress: '127.0.0.1',
       grpcPort: 0,
       metricsPort: 0,
+      httpDrainIdleMs: 0,
     });
     try {
       assert.equal(nereid.grpcAddress, '127.0.0.1');
@@ -108,6 +111,7 @@ describe('nereid (embedding)', () => {
       allowGrpc: false,
       allowMetrics: false,
       modelControlMode: 'explicit',
+      httpDrainIdleMs: 0,
     });
     try {
       const meta = (await (await fetch(`${nereid.httpUrl}/v2`)).json()) as { version: string };

@@ -31,7 +31,7 @@ const MODELS: Record<string, string> = {
   looping: `backend: "identity" max_batch_size: 0 ${io} instance_group [{ count: 1 kind: KIND_CPU }]`,
   slow_load: `backend: "identity" max_batch_size: 0 ${io} ${params({ creation_delay_sec: 1 })}`,
   shared_load: `backend: "identity" max_batch_size: 0 ${io} ${params({ creation_delay_sec: 0.5 })}`,
-  sequence: `backend: "identity" max_batch_size: 1 ${io} sequence_batching { }`,
+  unsupported: `backend: "identity" max_batch_size: 1 ${io} model_transaction_policy { decoupled: true }`,
 };
 
 async function infer(
@@ -219,9 +219,9 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
   });
 
   it('BAD CONFIG - a section no backend supports yet fails the load as UNSUPPORTED, naming it', async () => {
-    const r = await post(s.url, '/v2/repository/models/sequence/load');
+    const r = await post(s.url, '/v2/repository/models/unsupported/load');
     assert.equal(r.status, 400, JSON.stringify(r.body));
-    assert.match(r.body.error ?? '', /config section 'sequence_batching' is not supported/);
-    assert.equal((await infer(s.url, 'sequence')).status, 404);
+    assert.match(r.body.error ?? '', /config section 'decoupled' is not supported/);
+    assert.equal((await infer(s.url, 'unsupported')).status, 404);
   });
 });

@@ -358,8 +358,11 @@ describe('nereid serve --allow-gpu-metrics', () => {
       });
       return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     } finally {
-      child.kill('SIGTERM');
-      await once(child, 'exit');
+      // A child that already exited (a failed start) has no exit event left to wait for.
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        await once(child, 'exit');
+      }
     }
   }
 

@@ -180,16 +180,17 @@ describe('gRPC ModelInfer bad input', () => {
     );
   });
 
-  it('BAD CALL - shared-memory tensor parameters are UNIMPLEMENTED, not ignored', async () => {
-    const req = simpleRaw();
+  it('BAD CALL - shared-memory tensor parameters naming no registered region are NOT_FOUND, not ignored', async () => {
+    const req: Record<string, unknown> = { ...simpleRaw(), raw_input_contents: [zeros(16)] };
     (req.inputs as Record<string, unknown>[])[0].parameters = { shared_memory_region: { string_param: 'r' } };
-    await rejects(infer(req), grpc.status.UNIMPLEMENTED, /shared memory is not implemented yet in Nereid/);
+    await rejects(infer(req), grpc.status.NOT_FOUND, /Unable to find shared memory region: 'r'/);
   });
 
   it('BAD CALL - a BYTES raw input whose length prefix runs past the data', async () => {
     const req = {
       model_name: 'simple',
-      inputs: [input('INPUT0', [1, 16], 'BYTES'), input('INPUT1', [1, 16])],
+      // One element, so the bytes could hold it: the prefix, not the element count, is what is wrong.
+      inputs: [input('INPUT0', [1, 1], 'BYTES'), input('INPUT1', [1, 16])],
       raw_input_contents: [Buffer.from([9, 0, 0, 0, 1]), zeros(16)],
     };
     await rejects(infer(req), grpc.status.INVALID_ARGUMENT, /input 'INPUT0': string element 0 has length 9/);

@@ -143,14 +143,14 @@ describe('gRPC service (non-inference rpcs)', () => {
     await sameAsFacade(() => n.running.server.traceSettings(), n.unary('TraceSetting', {}));
   });
 
-  it('answers shared-memory status empty and registration UNIMPLEMENTED', async () => {
+  it('answers shared-memory status empty and registration UNIMPLEMENTED while client shared memory is off', async () => {
     assert.deepEqual(await n.unary('SystemSharedMemoryStatus', {}), { regions: {} });
     assert.deepEqual(await n.unary('CudaSharedMemoryStatus', {}), { regions: {} });
     const reg = { name: 'r', key: '/k', offset: 0, byte_size: 64 };
     await rejectsWith(
       n.unary('SystemSharedMemoryRegister', reg),
       grpc.status.UNIMPLEMENTED,
-      'not implemented yet in Nereid',
+      "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.",
     );
     await rejectsWith(n.unary('SystemSharedMemoryUnregister', { name: 'r' }), grpc.status.UNIMPLEMENTED);
     await rejectsWith(

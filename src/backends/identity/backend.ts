@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelConfig } from '../../config/model-config.js';
-import { DATATYPES, type DataType } from '../../core/datatypes.js';
+import { ALL_DATATYPES } from '../../core/datatypes.js';
 import { CancelledError, InvalidArgError } from '../../core/errors.js';
 import type { Tensor, TensorData } from '../../core/tensor.js';
 import type { Backend, BackendDescriptor, EngineAdapter, EngineInstance } from '../contract.js';
@@ -115,7 +115,7 @@ export function identityBackend(): Backend {
     name: 'identity',
     platforms: [],
     defaultModelFilename: '',
-    datatypes: Object.keys(DATATYPES) as DataType[],
+    datatypes: ALL_DATATYPES,
     sections: [],
     kinds: ['KIND_CPU', 'KIND_MODEL'],
   } satisfies BackendDescriptor;

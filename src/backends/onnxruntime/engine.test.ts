@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { gatherModel, matmulChainModel } from '../../../test/fixtures/capi-models.js';
+import { gatherModel, matmulChainModel, nonZeroModel } from '../../../test/fixtures/capi-models.js';
 import { addSubModel, ELEM, identityModel, writeModel } from '../../../test/fixtures/onnx-builder.js';
 import { Collected, never, open, params, request } from '../../../test/helpers/capi-engine.js';
 import type { DataType } from '../../core/datatypes.js';
@@ -24,6 +24,7 @@ before(async () => {
   await writeModel(join(dir, 'chain.onnx'), matmulChainModel(3000, 128));
   await writeModel(join(dir, 'gather.onnx'), gatherModel());
   await writeModel(join(dir, 'fixed.onnx'), addSubModel(ELEM.INT32, [2, 16]));
+  await writeModel(join(dir, 'nonzero.onnx'), nonZeroModel());
 });
 after(async () => {
   await rm(dir, { recursive: true, force: true });
@@ -65,6 +66,71 @@ describe('onnxruntime C API engine', () => {
       assert.deepEqual(Array.from(b[0].data as Int32Array).slice(0, 2), [98, 99]);
       assert.equal((b[0].data as Int32Array).length, 48);
       assert.ok(r.finals.has(0) && r.finals.has(1));
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('runs repeated input shapes into fresh preallocated outputs: each response keeps its own values', async () => {
+    const m = await open(SIMPLE, { max_batch_size: 8 });
+    try {
+      const seen: Int32Array[] = [];
+      // The first run of a shape is copied out, the later ones are written in place by onnxruntime.
+      for (let k = 0; k < 4; k++) {
+        const r = new Collected();
+        await m.instances[0].execute(
+          [request([i32('INPUT0', 2, (i) => i * (k + 1)), i32('INPUT1', 2, () => k)], ['OUTPUT0', 'OUTPUT1'])],
+          r,
+          never(),
+        );
+        const [o0, o1] = r.response(0).outputs;
+        assert.deepEqual(o0.shape, [2, 16]);
+        seen.push(o0.data as Int32Array);
+        assert.deepEqual(
+          Array.from((o1.data as Int32Array).slice(0, 3)),
+          [0, 1, 2].map((i) => i * (k + 1) - k),
+        );
+      }
+      seen.forEach((d, k) =>
+        assert.deepEqual(
+          Array.from(d.slice(0, 3)),
+          [0, 1, 2].map((i) => i * (k + 1) + k),
+        ),
+      );
+      assert.equal(new Set(seen.map((d) => d.buffer)).size, 4, 'every run has its own output memory');
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('answers right when an output shape depends on input values (a wrong preallocation guess is retried)', async () => {
+    const m = await open(join(dir, 'nonzero.onnx'), { max_batch_size: 0 });
+    try {
+      const x = (...v: number[]): Tensor => ({
+        name: 'X',
+        datatype: 'INT64',
+        shape: [v.length],
+        data: BigInt64Array.from(v.map(BigInt)),
+      });
+      for (const [input, want] of [
+        [
+          [1, 0, 2],
+          [0n, 2n],
+        ],
+        [[0, 0, 5], [2n]],
+        [
+          [3, 3, 3],
+          [0n, 1n, 2n],
+        ],
+        [[0, 0, 0], []],
+        [[0, 7, 0], [1n]],
+      ] as const) {
+        const r = new Collected();
+        await m.instances[0].execute([request([x(...input)], ['Y'], 1)], r, never());
+        const y = r.response(0).outputs[0];
+        assert.deepEqual(y.shape, [1, want.length]);
+        assert.deepEqual(Array.from(y.data as BigInt64Array), want);
+      }
     } finally {
       await m.close();
     }

@@ -1,8 +1,8 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelConfig } from '../../config/model-config.js';
-import type { DataType } from '../../core/datatypes.js';
+import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
 import {
   CancelledError,
   InvalidArgError,
@@ -26,8 +26,10 @@ import type {
   InstanceSpec,
   ModelSignature,
   Responder,
+  TensorSignature,
 } from '../contract.js';
 import { batchOutputNames, joinInputs, splitOutputs } from '../batching.js';
+import { overridableSignatures } from './initializers.js';
 import { check, ortApi, OrtStatusError, type Out, type Ptr } from './capi/api.js';
 import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
@@ -51,22 +53,7 @@ import { planSession, providersFor, type ProviderPlan, type SessionPlan } from '
 export const DEFAULT_MODEL_FILENAME = 'model.onnx';
 
 /** Every datatype onnxruntime's C API carries (BF16 too: raw bits, unlike onnxruntime-node's JS API). */
-export const ORT_CAPI_DATATYPES: readonly DataType[] = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BF16',
-  'BYTES',
-];
+export const ORT_CAPI_DATATYPES: readonly DataType[] = ALL_DATATYPES;
 
 /**
  * True when a KIND_GPU instance could run here: the CUDA provider libraries sit beside libonnxruntime and the
@@ -164,6 +151,8 @@ interface ModelState {
   logger: Logger;
   /** Test hook: each instance's session writes its optimized graph to `<prefix><instance>.onnx`. */
   optimizedModelPrefix?: string;
+  /** Declared inputs that are overridable initializers (fed by name when a request sends them). */
+  overridable: readonly TensorSignature[];
 }
 
 /** One instance: one OrtSession and its runner. Threading: main thread; one execute at a time (host's rule). */
@@ -334,6 +323,7 @@ class CapiModel implements EngineModel {
         cpuMemoryInfo: s.lease.cpuMemoryInfo,
         allocator: out[0] as Ptr,
         tag: spec.name,
+        overridable: s.overridable,
       });
     } catch (err) {
       await session.release();
@@ -425,7 +415,14 @@ export async function autoCompleteOnnx(
 ): Promise<{ config: ModelConfig; warnings: string[] }> {
   const sig = await readSignature(ctx.modelPath);
   const warnings: string[] = [];
+  // Only a config that declares inputs the session does not list needs the file read for its initializers
+  // (onnxruntime's overridable initializers: a request may leave them out; declared `optional: true`).
+  const listed = new Set(sig.inputs.map((t) => t.name));
+  const optionalInputs = (config.input ?? []).some((i) => !listed.has(i.name as string))
+    ? overridableSignatures(new Uint8Array(await readFile(await resolveModelFile(ctx.modelPath))), ctx.modelName)
+    : [];
   const completed = completeConfig(config, sig, ctx.modelName, {
+    optionalInputs,
     autoComplete: ctx.autoComplete,
     defaultMaxBatchSize: defaultMaxBatchSize(ctx.backendConfig['default-max-batch-size']),
     warn: (w) => warnings.push(w),
@@ -456,6 +453,14 @@ export function onnxruntimeCapiAdapter(): EngineAdapter & { autoComplete: typeof
       const ragged = new Set(
         (ctx.config.input ?? []).filter((i) => i.allow_ragged_batch === true).map((i) => i.name as string),
       );
+      // Only a config declaring `optional` inputs can name overridable initializers: read the file for them then.
+      const declared = new Set((ctx.config.input ?? []).filter((i) => i.optional).map((i) => i.name as string));
+      const overridable =
+        declared.size === 0
+          ? []
+          : overridableSignatures(new Uint8Array(await readFile(modelFile)), ctx.name).filter((t) =>
+              declared.has(t.name),
+            );
       return new CapiModel({
         name: ctx.name,
         plan,
@@ -466,6 +471,7 @@ export function onnxruntimeCapiAdapter(): EngineAdapter & { autoComplete: typeof
         ragged,
         logger,
         optimizedModelPrefix: ctx.optimizedModelPrefix,
+        overridable,
       });
     },
   };

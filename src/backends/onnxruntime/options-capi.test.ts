@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { describe, it } from 'node:test';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { gpuSessionConfig } from './capi/session-options.js';
 import { GRAPH_LEVEL, planSession, providersFor } from './options-capi.js';
 
 /** The mapping of Triton's onnxruntime options onto C API calls (pure); engine-observe.test.ts shows the effects. */
@@ -282,7 +283,7 @@ describe('planSession', () => {
     });
   }
 
-  it('OpenVINO applies to every instance with device_type CPU; GPU accelerators warn on a CPU-only model', () => {
+  it('OpenVINO applies to every instance with device_type CPU; a GPU accelerator on a CPU instance is a load error', () => {
     const p = planSession({
       instance_group: [{ kind: 'KIND_CPU' }],
       optimization: {
@@ -292,7 +293,20 @@ describe('planSession', () => {
         },
       },
     });
-    assert.deepEqual(providersFor(p, CPU), [
+    assert.deepEqual(
+      providersFor(p, GPU0).map((x) => x.name),
+      ['cuda', 'openvino'],
+    );
+    // Never a silent CPU fall-back: the config asked for a GPU accelerator.
+    assert.throws(() => providersFor(p, CPU), /is KIND_CPU, but .*gpu_execution_accelerator asks for cuda/);
+    const cpuOnly = planSession({
+      optimization: {
+        execution_accelerators: {
+          cpu_execution_accelerator: [{ name: 'openvino', parameters: { num_of_threads: '2' } }],
+        },
+      },
+    });
+    assert.deepEqual(providersFor(cpuOnly, CPU), [
       {
         name: 'openvino',
         options: [
@@ -301,11 +315,6 @@ describe('planSession', () => {
         ],
       },
     ]);
-    assert.deepEqual(
-      providersFor(p, GPU0).map((x) => x.name),
-      ['cuda', 'openvino'],
-    );
-    assert.match(p.warnings.join('\n'), /KIND_GPU instances only/);
   });
 
   it('BAD CONFIG - a GPU arena shrinkage on a KIND_CPU instance, KIND_MODEL, and a KIND_GPU without a device', () => {
@@ -314,5 +323,22 @@ describe('planSession', () => {
     assert.doesNotThrow(() => providersFor(p, GPU0));
     assert.throws(() => providersFor(planSession({}), { ...CPU, kind: 'KIND_MODEL' }), /KIND_MODEL/);
     assert.throws(() => providersFor(planSession({}), { ...GPU0, device: -1 }), /needs a GPU id/);
+  });
+});
+
+describe('gpuSessionConfig', () => {
+  it("stops a GPU instance's own thread pools from spinning, unless the plan says otherwise or the pool is global", () => {
+    const plan = planSession({});
+    const cuda = providersFor(plan, GPU0);
+    const off: Array<[string, string]> = [
+      ['session.intra_op.allow_spinning', '0'],
+      ['session.inter_op.allow_spinning', '0'],
+    ];
+    assert.deepEqual(gpuSessionConfig(cuda, [], false), off);
+    assert.deepEqual(gpuSessionConfig(providersFor(plan, CPU), [], false), []);
+    assert.deepEqual(gpuSessionConfig(cuda, [], true), []);
+    assert.deepEqual(gpuSessionConfig(cuda, [['session.intra_op.allow_spinning', '1']], false), [off[1]]);
+    const trt = providersFor(planSession(gpu([{ name: 'tensorrt' }])), GPU0);
+    assert.deepEqual(gpuSessionConfig(trt, [], false), off);
   });
 });

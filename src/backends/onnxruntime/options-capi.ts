@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError, UnavailableError, UnsupportedError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
 import type { GlobalThreadPool } from './capi/env.js';
 
@@ -42,6 +42,8 @@ export interface SessionPlan {
   readonly globalThreadPool?: GlobalThreadPool;
   /** Providers of a KIND_GPU instance, in priority order (TensorRT before its CUDA fall-back); device_id added. */
   readonly gpuProviders: readonly ProviderPlan[];
+  /** The GPU accelerators the config names (`gpu_execution_accelerator`): only a KIND_GPU instance can honour them. */
+  readonly gpuAccelerators: readonly string[];
   /** Providers of every instance (OpenVINO for the CPU). */
   readonly cpuProviders: readonly ProviderPlan[];
   /** GPU arenas named by memory.enable_memory_arena_shrinkage: only KIND_GPU instances may have them. */
@@ -436,6 +438,7 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     runConfig,
     globalThreadPool,
     gpuProviders,
+    gpuAccelerators: (eas?.gpu_execution_accelerator ?? []).map((ea) => ea.name ?? ''),
     cpuProviders,
     shrinksGpuArena,
     warnings,
@@ -456,6 +459,15 @@ export function providersFor(plan: SessionPlan, spec: Pick<InstanceSpec, 'kind' 
   }
   if (spec.kind === 'KIND_MODEL') {
     throw new InvalidArgError(`instance ${spec.name}: KIND_MODEL is not supported by the onnxruntime backend`);
+  }
+  // Triton would run such a config on CPU, the accelerator ignored; Nereid never falls back silently: a config
+  // that asks for a GPU accelerator gets a GPU or a clear load error.
+  if (plan.gpuAccelerators.length > 0) {
+    const names = plan.gpuAccelerators.join(', ');
+    throw new UnavailableError(
+      `instance ${spec.name} is ${spec.kind}, but optimization.execution_accelerators.gpu_execution_accelerator asks for ${names}: ` +
+        'a GPU accelerator needs a KIND_GPU instance on a machine with a usable GPU (nereid gpu check); remove it to run on CPU',
+    );
   }
   if (plan.shrinksGpuArena) {
     throw new InvalidArgError(

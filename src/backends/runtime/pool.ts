@@ -113,9 +113,14 @@ export class InstancePool {
     return this.#idle.length;
   }
 
-  /** An idle healthy instance, or undefined. */
-  take(): Instance | undefined {
-    return this.#idle.shift();
+  /**
+   * An idle healthy instance, or undefined. With `name`, that instance only (the sequence batcher binds each
+   * sequence to one instance).
+   */
+  take(name?: string): Instance | undefined {
+    if (name === undefined) return this.#idle.shift();
+    const i = this.#idle.findIndex((x) => x.name === name);
+    return i < 0 ? undefined : this.#idle.splice(i, 1)[0];
   }
 
   /** Returns an instance after its batch; a dead or replaced one is dropped. */

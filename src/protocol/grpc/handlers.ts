@@ -5,6 +5,8 @@ import type { InferenceServerApi, LogSettings } from '../../server/api.js';
 import { callSignal } from './infer.js';
 import type { LogSettingMsg, RepositoryParameterMsg } from './messages.js';
 import { toStatus } from './status.js';
+import { rejectMalformed } from './malformed.js';
+import { checkJsonDepth } from '../kserve/json-depth.js';
 
 /* Handlers of every rpc except inference. Each is a thin mapping between proto messages and the facade,
  * which owns validation, metadata and errors; protocol-specific rules (Triton's) are noted where they apply. */
@@ -16,7 +18,10 @@ type Handler = (request: Req, call: grpc.ServerUnaryCall<unknown, unknown>) => u
 export function unary(name: string, logger: Logger, fn: Handler): grpc.handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
     Promise.resolve()
-      .then(() => fn(call.request as Req, call))
+      .then(() => {
+        rejectMalformed(call.request);
+        return fn(call.request as Req, call);
+      })
       .then(
         (resp) => callback(null, resp),
         (err: unknown) => callback(toStatus(err, logger, name)),
@@ -27,8 +32,13 @@ export function unary(name: string, logger: Logger, fn: Handler): grpc.handleUna
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const opt = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
-const SHM_NOT_BUILT = (kind: string): UnsupportedError =>
-  new UnsupportedError(`${kind} shared memory is not implemented yet in Nereid; send tensor data in the request`);
+/** A uint64 field as received (`longs: String`), exact. */
+const u64 = (v: unknown): bigint => (typeof v === 'string' || typeof v === 'number' ? BigInt(v) : 0n);
+
+/** Status lists as the proto's map, keyed by region name. */
+function regionMap<T extends { name: string }>(regions: T[]): Record<string, T> {
+  return Object.fromEntries(regions.map((r) => [r.name, r]));
+}
 
 function refuseRepositoryName(req: Req): void {
   if (str(req.repository_name) !== '') {
@@ -36,7 +46,10 @@ function refuseRepositoryName(req: Req): void {
   }
 }
 
-function loadOptions(params: Record<string, RepositoryParameterMsg>): {
+function loadOptions(
+  model: string,
+  params: Record<string, RepositoryParameterMsg>,
+): {
   config?: string;
   files: Map<string, Uint8Array>;
 } {
@@ -47,7 +60,8 @@ function loadOptions(params: Record<string, RepositoryParameterMsg>): {
       if (p.parameter_choice !== 'string_param') {
         throw new InvalidArgError("'config' must be a string_param holding the JSON config");
       }
-      config = p.string_param;
+      config = p.string_param as string;
+      checkJsonDepth(config, undefined, `failed to load '${model}', config`);
     } else if (key.startsWith('file:')) {
       if (p.parameter_choice !== 'bytes_param') throw new InvalidArgError(`'${key}' must be a bytes_param`);
       files.set(key.slice('file:'.length), p.bytes_param as Uint8Array);
@@ -117,7 +131,7 @@ export function serviceHandlers(
       const { signal, dispose } = callSignal(call);
       try {
         const params = (r.parameters ?? {}) as Record<string, RepositoryParameterMsg>;
-        await api.loadModel(str(r.model_name), { ...loadOptions(params), signal });
+        await api.loadModel(str(r.model_name), { ...loadOptions(str(r.model_name), params), signal });
       } finally {
         dispose();
       }
@@ -138,20 +152,28 @@ export function serviceHandlers(
       }
       return {};
     }),
-    // Status calls stay allowed and answer empty, as Triton does when client shared memory is off.
-    SystemSharedMemoryStatus: h('SystemSharedMemoryStatus', () => ({ regions: {} })),
-    SystemSharedMemoryRegister: h('SystemSharedMemoryRegister', () => {
-      throw SHM_NOT_BUILT('system');
+    // Status calls stay allowed when client shared memory is off (and list nothing then), as Triton's.
+    SystemSharedMemoryStatus: h('SystemSharedMemoryStatus', (r) => ({
+      regions: regionMap(api.systemSharedMemoryStatus(opt(r.name))),
+    })),
+    SystemSharedMemoryRegister: h('SystemSharedMemoryRegister', (r) => {
+      api.registerSystemSharedMemory(str(r.name), str(r.key), u64(r.offset), u64(r.byte_size));
+      return {};
     }),
-    SystemSharedMemoryUnregister: h('SystemSharedMemoryUnregister', () => {
-      throw SHM_NOT_BUILT('system');
+    SystemSharedMemoryUnregister: h('SystemSharedMemoryUnregister', (r) => {
+      api.unregisterSystemSharedMemory(opt(r.name));
+      return {};
     }),
-    CudaSharedMemoryStatus: h('CudaSharedMemoryStatus', () => ({ regions: {} })),
-    CudaSharedMemoryRegister: h('CudaSharedMemoryRegister', () => {
-      throw SHM_NOT_BUILT('CUDA');
+    CudaSharedMemoryStatus: h('CudaSharedMemoryStatus', (r) => ({
+      regions: regionMap(api.cudaSharedMemoryStatus(opt(r.name))),
+    })),
+    CudaSharedMemoryRegister: h('CudaSharedMemoryRegister', (r) => {
+      api.registerCudaSharedMemory(str(r.name));
+      return {};
     }),
-    CudaSharedMemoryUnregister: h('CudaSharedMemoryUnregister', () => {
-      throw SHM_NOT_BUILT('CUDA');
+    CudaSharedMemoryUnregister: h('CudaSharedMemoryUnregister', (r) => {
+      api.unregisterCudaSharedMemory(opt(r.name));
+      return {};
     }),
     TraceSetting: h('TraceSetting', (r) => {
       const model = opt(r.model_name);

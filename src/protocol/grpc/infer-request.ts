@@ -3,8 +3,12 @@ import { InvalidArgError } from '../../core/errors.js';
 import type { InferInput, InferRequest, RequestedOutput } from '../../core/inference.js';
 import { elementCount, type TensorData } from '../../core/tensor.js';
 import { rawToTensorData } from '../kserve/raw-tensor.js';
+import { takeSharedMemoryRef } from '../kserve/shared-memory-params.js';
 import type { InferInputTensorMsg, InferTensorContentsMsg, Long, ModelInferRequestMsg } from './messages.js';
 import { longValue, requestParameters, tensorParameters } from './parameters.js';
+
+/** An empty placeholder for an input whose data the server reads from shared memory. */
+const NO_DATA = new Uint8Array(0);
 
 /**
  * ModelInferRequest → InferRequest. Only what is gRPC-specific lives here (which contents field holds the
@@ -28,8 +32,19 @@ export function decodeModelInferRequest(msg: ModelInferRequestMsg): InferRequest
   for (const io of msg.inputs) {
     const datatype = inputDatatype(io);
     const shape = io.shape.map((d) => shapeDim(d, io.name));
+    const tp = tensorParameters(io.parameters, `input '${io.name}'`);
+    // An input in shared memory takes no raw content: raw_input_contents pair with the other inputs, in order.
+    const sharedMemory = takeSharedMemoryRef(tp);
     let data: TensorData;
-    if (io.contents !== null && raw.length > 0) {
+    if (sharedMemory !== undefined) {
+      if (io.contents !== null) {
+        throw new InvalidArgError(
+          `input '${io.name}' for model '${model}' sets both 'contents' and 'shared_memory_region'; use one`,
+        );
+      }
+      elementCount(shape, `input '${io.name}'`);
+      data = NO_DATA;
+    } else if (io.contents !== null && raw.length > 0) {
       throw new InvalidArgError(
         `contents field must not be specified when using raw_input_contents for '${io.name}' for model '${model}'`,
       );
@@ -41,7 +56,7 @@ export function decodeModelInferRequest(msg: ModelInferRequestMsg): InferRequest
       throw new InvalidArgError(`unable to find data for input tensor '${io.name}' for model '${model}' in request.`);
     }
     const input: InferInput = { name: io.name, datatype, shape, data };
-    const tp = tensorParameters(io.parameters, `input '${io.name}'`);
+    if (sharedMemory !== undefined) input.sharedMemory = sharedMemory;
     if (Object.keys(tp).length > 0) input.parameters = tp;
     request.inputs.push(input);
   }
@@ -49,6 +64,8 @@ export function decodeModelInferRequest(msg: ModelInferRequestMsg): InferRequest
     request.outputs = msg.outputs.map((o): RequestedOutput => {
       const params = tensorParameters(o.parameters, `output '${o.name}'`);
       const out: RequestedOutput = { name: o.name };
+      const sharedMemory = takeSharedMemoryRef(params);
+      if (sharedMemory !== undefined) out.sharedMemory = sharedMemory;
       const classCount = params.classification;
       if (classCount !== undefined) {
         delete params.classification;

@@ -1,11 +1,10 @@
-import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import type { ParamValue, Parameters } from '../../core/inference.js';
 import type { InferParameterMsg, Long, ParameterMap } from './messages.js';
 
 /** `triton_` keys a client may send (Triton's TRITON_RESERVED_REQUEST_PARAMS). */
 const RESERVED_ALLOWED: ReadonlySet<string> = new Set(['triton_enable_empty_final_response']);
 const INT64_MAX = 2n ** 63n - 1n;
-const SHARED_MEMORY_KEYS = ['shared_memory_region', 'shared_memory_byte_size', 'shared_memory_offset'];
 
 /** A 64-bit integer as a number when it is safe, else a bigint, so no value is ever rounded. */
 export function longValue(v: Long): number | bigint {
@@ -54,7 +53,7 @@ export function requestParameters(map: ParameterMap): Parameters | undefined {
       if (choice !== 'bool_param') {
         throw new InvalidArgError(`invalid value type for '${key}' parameter, expected bool_param.`);
       }
-      // Only decoupled models send an empty final response; Nereid has none, so the flag changes nothing.
+      // Read by ModelStreamInfer for decoupled models (infer.ts); not a model parameter.
       continue;
     }
     out[key] = customValue(key, p);
@@ -78,17 +77,12 @@ function customValue(key: string, p: InferParameterMsg): ParamValue {
 }
 
 /**
- * Tensor-level parameters (input or requested output). Shared memory is refused as not built yet, so a
- * client never gets a silent success with its data ignored.
+ * Tensor-level parameters (input or requested output), every kind kept (int64 and uint64 exact, as number or
+ * bigint); the shared-memory ones are taken out by the decoder (kserve/shared-memory-params.ts).
  */
 export function tensorParameters(map: ParameterMap, where: string): Parameters {
   const out: Parameters = {};
   for (const [key, p] of Object.entries(map)) {
-    if (SHARED_MEMORY_KEYS.includes(key)) {
-      throw new UnsupportedError(
-        `${where}: shared memory is not implemented yet in Nereid; send the data in the request`,
-      );
-    }
     switch (p.parameter_choice) {
       case 'bool_param':
         out[key] = p.bool_param as boolean;

@@ -2,12 +2,24 @@ import * as grpc from '@grpc/grpc-js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { healthHandlers, serviceHandlers } from './handlers.js';
-import { modelInfer, modelStreamInfer } from './infer.js';
+import { modelInfer, modelStreamInfer, type InferLimits } from './infer.js';
+import { InvalidArgError } from '../../core/errors.js';
 import { loadServices } from './proto.js';
 import { listenReusePort } from './reuse-port.js';
+import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
+import { restrictService } from './restrict.js';
+import { watchStalledSessions } from './session-watch.js';
+import { tolerantService } from './malformed.js';
 
 /** Triton's largest gRPC message (INT32_MAX); grpc-js would default to 4 MiB for what it receives. */
 export const GRPC_MAX_MESSAGE_SIZE = 2 ** 31 - 1;
+
+/**
+ * `--grpc-max-response-pool-size` default. Triton's is INT_MAX (unbounded); Nereid bounds it so a stream whose
+ * client does not read holds at most this many responses (Triton's deploy guide asks for a bound with untrusted
+ * clients). Streams that pipeline more requests than this still work; they wait for the client to read.
+ */
+export const DEFAULT_MAX_RESPONSE_POOL_SIZE = 256;
 
 /** Keepalive settings, named after Triton's `--grpc-keepalive-*` and `--grpc-http2-*` flags. */
 export interface GrpcKeepaliveOptions {
@@ -45,8 +57,16 @@ export interface GrpcServerOptions {
   /** `--grpc-port`; 0 picks a free port. */
   port: number;
   logger?: Logger;
-  /** Largest message received or sent, in bytes; default INT32_MAX as Triton. */
+  /**
+   * Largest message received, in bytes, after decompression (grpc-js stops inflating past it, so a small
+   * compressed message cannot inflate into gigabytes); default INT32_MAX as Triton. `serve()` passes
+   * `--grpc-max-input-size`.
+   */
   maxMessageSize?: number;
+  /** `--max-response-bytes`: largest inference response (default INT32_MAX, gRPC's message limit). */
+  maxResponseBytes?: number;
+  /** `--grpc-max-response-pool-size` (default 256). */
+  maxResponsePoolSize?: number;
   keepalive?: GrpcKeepaliveOptions;
   /**
    * `--grpc-infer-response-compression-level`. grpc-js cannot compress what a server sends, so levels
@@ -54,6 +74,8 @@ export interface GrpcServerOptions {
    */
   compressionLevel?: 'none' | 'low' | 'medium' | 'high';
   tls?: GrpcTlsOptions;
+  /** `--grpc-restricted-protocol`, parsed with the `triton-grpc-protocol-` prefix (protocol/restricted.ts). */
+  restrictions?: Restrictions;
   /** Listen with SO_REUSEPORT (Triton's `--reuse-grpc-port`; front-end threads share the port): reuse-port.ts. */
   reusePort?: boolean;
 }
@@ -69,12 +91,17 @@ export interface RunningGrpcServer {
   close(graceMs?: number): Promise<void>;
 }
 
+function positive(name: string, v: number): number {
+  if (!Number.isSafeInteger(v) || v <= 0) throw new InvalidArgError(`${name} must be a positive integer, got ${v}`);
+  return v;
+}
+
 function channelOptions(opts: GrpcServerOptions): grpc.ServerOptions {
   const size = opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE;
   const ka = opts.keepalive ?? {};
   const out: grpc.ServerOptions = {
     'grpc.max_receive_message_length': size,
-    'grpc.max_send_message_length': size,
+    'grpc.max_send_message_length': GRPC_MAX_MESSAGE_SIZE,
     // Channelz bookkeeping (call counters and traces per channel) cost ~5 % of the main thread per call under load,
     // and nothing here serves the channelz service.
     'grpc.enable_channelz': 0,
@@ -111,12 +138,27 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   }
   const { Inference, Health } = loadServices();
   const server = new grpc.Server(channelOptions(opts));
-  server.addService(Inference.service, {
-    ...serviceHandlers(api, logger),
-    ModelInfer: modelInfer(api, logger),
-    ModelStreamInfer: modelStreamInfer(api, logger),
-  });
-  server.addService(Health.service, healthHandlers(api, logger));
+  const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
+  const limits: InferLimits = {
+    maxResponseBytes: positive('--max-response-bytes', opts.maxResponseBytes ?? GRPC_MAX_MESSAGE_SIZE),
+    maxResponsePoolSize: positive(
+      '--grpc-max-response-pool-size',
+      opts.maxResponsePoolSize ?? DEFAULT_MAX_RESPONSE_POOL_SIZE,
+    ),
+  };
+  positive('--grpc-max-input-size', opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE);
+  server.addService(
+    tolerantService(Inference.service),
+    restrictService(
+      {
+        ...serviceHandlers(api, logger),
+        ModelInfer: modelInfer(api, logger, limits),
+        ModelStreamInfer: modelStreamInfer(api, logger, limits),
+      },
+      restrictions,
+    ),
+  );
+  server.addService(tolerantService(Health.service), restrictService(healthHandlers(api, logger), restrictions));
   const host = opts.host ?? '0.0.0.0';
   const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${opts.port}` : `${host}:${opts.port}`;
   const listener = opts.reusePort ? await listenReusePort(server, credentials(opts.tls), host, opts.port) : undefined;
@@ -125,6 +167,8 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
     (await new Promise<number>((resolve, reject) =>
       server.bindAsync(address, credentials(opts.tls), (err, bound) => (err ? reject(err) : resolve(bound))),
     ));
+  // After the listener: a reuse-port listener's injector is one of the grpc-js server's HTTP/2 servers too.
+  const unwatch = watchStalledSessions(server, logger);
   let closing: Promise<void> | undefined;
   return {
     port,
@@ -132,6 +176,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
       // A reuse-port listener stops accepting first; it closes once the connections it handed over have ended.
       const stopped = listener?.close();
       closing ??= new Promise<void>((resolve) => {
+        unwatch();
         const timer = setTimeout(() => server.forceShutdown(), graceMs);
         timer.unref();
         server.tryShutdown(() => {

@@ -7,13 +7,24 @@ import { grpcStatusOf } from '../kserve/status.js';
 export type GrpcStatus = Pick<StatusObject, 'code' | 'details' | 'metadata'>;
 
 /**
+ * A lone UTF-16 surrogate (from a client's own string echoed in a message: a model name, a key) made grpc-js's
+ * `encodeURI(details)` throw inside its status writer, an uncaught exception that ended the process. Each one
+ * becomes U+FFFD.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+function wellFormed(text: string): string {
+  return text.replace(LONE_SURROGATE, '\uFFFD');
+}
+
+/**
  * The one place a handler error becomes a gRPC status (Triton: GrpcStatusUtil::Create). Codes come from the
  * shared ErrorCode table; an error we did not raise on purpose is logged with an id and its cause and answered as
  * INTERNAL with a generic message naming that id (kserve/client-error.ts).
  */
 export function toStatus(err: unknown, logger: Logger, rpc: string): GrpcStatus {
   const e = errorForClient(err, logger, { protocol: 'grpc', rpc });
-  return { code: grpcStatusOf(e.code), details: e.message, metadata: new Metadata() };
+  return { code: grpcStatusOf(e.code), details: wellFormed(e.message), metadata: new Metadata() };
 }
 
 /** The message of an error as a stream's `error_message` carries it (no code: Triton sends text only). */

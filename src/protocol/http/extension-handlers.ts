@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { checkJsonDepth } from '../kserve/json-depth.js';
 import { readBody } from './body.js';
 import { decompress, requestCoding } from './compression.js';
 import { connectionSignal } from './connection-signal.js';
@@ -13,11 +14,12 @@ import type { RouteContext } from './routes.js';
  */
 
 /** Reads a small JSON object body; an empty body is `{}`. */
-async function jsonBody(req: IncomingMessage, limit: number): Promise<Record<string, unknown>> {
+export async function jsonBody(req: IncomingMessage, limit: number): Promise<Record<string, unknown>> {
   let body = await readBody(req, limit);
   const coding = requestCoding(req.headers['content-encoding']);
   if (coding !== undefined) body = await decompress(body, coding, limit);
   if (body.byteLength === 0) return {};
+  checkJsonDepth(body);
   let value: unknown;
   try {
     value = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
@@ -80,6 +82,7 @@ export const repositoryControl = async (ctx: RouteContext): Promise<void> => {
     for (const [key, value] of Object.entries(params)) {
       if (key === 'config') {
         if (typeof value !== 'string') throw new InvalidArgError("'config' must be a string holding the JSON config");
+        checkJsonDepth(value, undefined, `failed to load '${model}', config`);
         config = value;
       } else if (key.startsWith('file:')) {
         if (typeof value !== 'string') throw new InvalidArgError(`'${key}' must be a base64 string`);

@@ -1,11 +1,13 @@
 import { modelConfigToJson } from '../../config/index.js';
 import { readBody } from './body.js';
+import { generate } from './generate.js';
 import { connectionSignal } from './connection-signal.js';
 import * as ext from './extension-handlers.js';
 import { decompress, requestCoding } from './compression.js';
 import { decodeInferRequest, decodeRawRequest, parseHeaderLength, type DecodedInfer } from './infer-request.js';
 import { encodeInferResponse } from './infer-response.js';
 import { send, sendEmpty, sendJson } from './respond.js';
+import { sharedMemory } from './shm-handlers.js';
 import type { CoreHandlers, RouteContext } from './routes.js';
 
 /** Health: Triton answers with an EMPTY body, 200 or 400 (no OIP JSON). */
@@ -47,16 +49,16 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
 
   // Aborted when the client goes away: queued work is dropped, running work is discarded.
   const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket), resolved });
-  const encoded = encodeInferResponse(response, decoded.plan);
+  const encoded = await encodeInferResponse(response, decoded.plan, ctx.maxResponseBytes);
   if (encoded.headerLength === undefined) {
-    await send(req, res, 200, 'application/json', [encoded.header], {}, { compressible: true });
+    await send(req, res, 200, 'application/json', encoded.header, {}, { compressible: true });
   } else {
     await send(
       req,
       res,
       200,
       'application/octet-stream',
-      [encoded.header, ...encoded.blobs],
+      [...encoded.header, ...encoded.blobs],
       { 'Inference-Header-Content-Length': encoded.headerLength },
       { compressible: true },
     );
@@ -73,8 +75,10 @@ export const CORE_HANDLERS: CoreHandlers = Object.freeze({
   modelConfig,
   modelInfer,
   modelStats: ext.modelStats,
+  generate,
   repositoryIndex: ext.repositoryIndex,
   repositoryControl: ext.repositoryControl,
   logging: ext.logging,
   trace: ext.trace,
+  sharedMemory,
 });

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { NereidError } from '../../core/errors.js';
 import { encodeBytes } from '../../core/tensor.js';
 import { decodeInferRequest, decodeRawRequest, parseHeaderLength } from './infer-request.js';
+import { tensorDataToJson } from '../kserve/json-tensor.js';
 import { encodeInferResponse, parametersToJson } from './infer-response.js';
 
 const fails = (code: string, re: RegExp) => (err: unknown) =>
@@ -92,7 +93,7 @@ describe('decodeInferRequest', () => {
     );
   });
 
-  it('BAD CALL - rejects duplicate inputs, bad parameters and shared memory', () => {
+  it('BAD CALL - rejects duplicate inputs, bad parameters and malformed shared-memory parameters', () => {
     const dec = (doc: unknown) => () =>
       decodeInferRequest('m', undefined, new Uint8Array(Buffer.from(JSON.stringify(doc))), undefined);
     const inp = { name: 'A', datatype: 'INT32', shape: [1], data: [1] };
@@ -111,8 +112,23 @@ describe('decodeInferRequest', () => {
     );
     assert.throws(
       dec({ inputs: [{ ...inp, parameters: { shared_memory_region: 'r' } }] }),
-      fails('UNSUPPORTED', /shared memory/),
+      fails('INVALID_ARG', /Input must set only one of the following fields: .* But set 'data' 'shared_memory_region'/),
     );
+    assert.throws(
+      dec({
+        inputs: [{ ...inp, data: undefined, parameters: { shared_memory_region: 'r', shared_memory_offset: -1 } }],
+      }),
+      fails('INVALID_ARG', /Unable to parse 'shared_memory_offset'/),
+    );
+    // A region with a 64-bit offset and size is kept exact, for the server's bounds checks.
+    const ok = dec({
+      inputs: [{ ...inp, data: undefined, parameters: { shared_memory_region: 'r', shared_memory_byte_size: 4 } }],
+      outputs: [
+        { name: 'O', parameters: { shared_memory_region: 'o', shared_memory_offset: 8, shared_memory_byte_size: 4 } },
+      ],
+    })();
+    assert.deepEqual(ok.request.inputs[0].sharedMemory, { region: 'r', offset: 0n, byteSize: 4n });
+    assert.deepEqual(ok.request.outputs?.[0].sharedMemory, { region: 'o', offset: 8n, byteSize: 4n });
   });
 });
 
@@ -160,29 +176,74 @@ describe('encodeInferResponse', () => {
       { name: 'S', datatype: 'BYTES' as const, shape: [1], data: [Buffer.from('hé')] },
     ],
   };
-  it('writes JSON outputs with exact integers and the request id', () => {
-    const enc = encodeInferResponse(response, { binaryDefault: false, binary: new Map() });
+  it('writes JSON outputs with exact integers and the request id', async () => {
+    const enc = await encodeInferResponse(response, { binaryDefault: false, binary: new Map() });
     assert.equal(enc.headerLength, undefined);
-    const text = enc.header.toString();
+    const text = Buffer.concat(enc.header).toString();
     assert.match(text, /"data":\[1,4611686018427387904\]/);
     assert.match(text, /"parameters":\{"big":1152921504606846976,"s":"x"\}/);
     assert.equal(JSON.parse(text).id, 'r1');
     assert.deepEqual(JSON.parse(text).outputs[1].data, ['hé']);
   });
-  it('appends binary blobs in output order with binary_data_size', () => {
-    const enc = encodeInferResponse(response, {
+  it('appends binary blobs in output order with binary_data_size', async () => {
+    const enc = await encodeInferResponse(response, {
       binaryDefault: false,
       binary: new Map([
         ['A', true],
         ['S', true],
       ]),
     });
-    assert.equal(enc.headerLength, enc.header.length);
-    const json = JSON.parse(enc.header.toString());
+    const header = Buffer.concat(enc.header);
+    assert.equal(enc.headerLength, header.length);
+    const json = JSON.parse(header.toString());
     assert.equal(json.outputs[0].parameters.binary_data_size, 16);
     assert.equal(json.outputs[1].parameters.binary_data_size, 4 + 3);
     assert.equal(enc.blobs[0].buffer, (response.outputs[0].data as BigInt64Array).buffer, 'fixed-size blobs are views');
     assert.deepEqual(Array.from(enc.blobs[1]), [3, 0, 0, 0, 0x68, 0xc3, 0xa9]);
+  });
+  it('writes large JSON outputs in chunks that join to the same text as the one-piece encoder', async () => {
+    const data = Float32Array.from({ length: 200_000 }, (_, i) => (i % 7 === 0 ? NaN : i / 3));
+    const t = { name: 'F', datatype: 'FP32' as const, shape: [data.length], data };
+    const enc = await encodeInferResponse(
+      { model: 'm', version: '1', outputs: [t] },
+      { binaryDefault: false, binary: new Map() },
+    );
+    assert.ok(enc.header.length > 3, 'several chunks');
+    const json = JSON.parse(Buffer.concat(enc.header).toString()) as { outputs: { data: (number | null)[] }[] };
+    assert.equal(JSON.stringify(json.outputs[0].data), tensorDataToJson(t));
+  });
+  it('BAD CALL - a response over the limit is refused before encoding: JSON by its lower bound, binary exactly', async () => {
+    const data = new Int32Array(1000);
+    const out = { model: 'm', version: '1', outputs: [{ name: 'I', datatype: 'INT32' as const, shape: [1000], data }] };
+    // JSON needs at least 2 bytes per element; binary exactly 4.
+    await assert.rejects(
+      encodeInferResponse(out, { binaryDefault: false, binary: new Map() }, 1999),
+      /at least 2001 bytes, more than the maximum response size of 1999 bytes \(--max-response-bytes\)/,
+    );
+    await assert.rejects(
+      encodeInferResponse(out, { binaryDefault: true, binary: new Map() }, 3999),
+      /at least 4000 bytes/,
+    );
+    // Under the lower bound but over the limit once written: refused during encoding, never beyond the budget.
+    const wide = { ...out, outputs: [{ ...out.outputs[0], data: new Int32Array(1000).fill(123456) }] };
+    await assert.rejects(
+      encodeInferResponse(wide, { binaryDefault: false, binary: new Map() }, 5000),
+      /InvalidArg|maximum response size/,
+    );
+    const ok = await encodeInferResponse(out, { binaryDefault: true, binary: new Map() }, 4200);
+    assert.equal(ok.blobs[0].byteLength, 4000);
+  });
+  it('BAD CALL - a large JSON output clearly over the limit is refused by its sampled estimate, before encoding', async () => {
+    const data = new Float32Array(100_000).fill(0.123456789); // ~20 bytes of JSON per element
+    const out = {
+      model: 'm',
+      version: '1',
+      outputs: [{ name: 'F', datatype: 'FP32' as const, shape: [data.length], data }],
+    };
+    await assert.rejects(
+      encodeInferResponse(out, { binaryDefault: false, binary: new Map() }, 1_000_000),
+      /the response would be about 20\d{5} bytes/,
+    );
   });
   it('parametersToJson prints bigint exactly', () => {
     assert.equal(parametersToJson({ a: 2n ** 64n - 1n, b: true }), '{"a":18446744073709551615,"b":true}');

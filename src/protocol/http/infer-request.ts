@@ -1,10 +1,11 @@
 import type { ResolvedModel } from '../../server/api.js';
 import { DATATYPES, isDataType } from '../../core/datatypes.js';
-import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import type { InferInput, InferRequest, Parameters, RequestedOutput } from '../../core/inference.js';
 import { elementCount, viewFixed, type TensorData } from '../../core/tensor.js';
 import { jsonToTensorData, parseJson } from '../kserve/json-tensor.js';
 import { rawToTensorData } from '../kserve/raw-tensor.js';
+import { takeSharedMemoryRef } from '../kserve/shared-memory-params.js';
 
 /** Which outputs go back as binary blobs: per-output `binary_data`, else the request's `binary_data_output`. */
 export interface OutputPlan {
@@ -97,13 +98,19 @@ function takeCount(params: Parameters, key: string, where: string): number | und
   return n;
 }
 
-function refuseSharedMemory(params: Parameters, where: string): void {
-  if ('shared_memory_region' in params || 'shared_memory_byte_size' in params || 'shared_memory_offset' in params) {
-    throw new UnsupportedError(
-      `${where}: shared memory is not implemented yet in Nereid; send the data in the request`,
-    );
-  }
+/** Triton's rule (ValidateInputContentType): an input brings its data one way only. */
+function checkOneSource(data: boolean, binary: boolean, shm: boolean): void {
+  const set = Number(data) + Number(binary) + Number(shm);
+  if (set === 1) return;
+  const names = [data && "'data'", binary && "'binary_data_size'", shm && "'shared_memory_region'"].filter(Boolean);
+  throw new InvalidArgError(
+    "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', " +
+      `'shared_memory_region' in 'parameters'. But ${set === 0 ? 'no field is set' : `set ${names.join(' ')}`}`,
+  );
 }
+
+/** An empty placeholder for an input whose data the server reads from shared memory. */
+const NO_DATA = new Uint8Array(0);
 
 function requireString(obj: Record<string, unknown>, key: string, where: string): string {
   const v = field(obj, key);
@@ -178,14 +185,15 @@ export function decodeInferRequest(
     if (!isDataType(dt)) throw new InvalidArgError(`${where}: unknown datatype '${dt}'`);
     const shape = parseShape(field(raw, 'shape'), where);
     const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
-    refuseSharedMemory(params, where);
-    const binarySize = takeCount(params, 'binary_data_size', where);
     const data = field(raw, 'data');
+    checkOneSource(data !== undefined, 'binary_data_size' in params, 'shared_memory_region' in params);
+    const sharedMemory = takeSharedMemoryRef(params);
+    const binarySize = takeCount(params, 'binary_data_size', where);
     let tensorData: TensorData;
-    if (binarySize !== undefined) {
-      if (data !== undefined) {
-        throw new InvalidArgError(`${where} must use exactly one of 'data' and 'binary_data_size', got both`);
-      }
+    if (sharedMemory !== undefined) {
+      elementCount(shape, where);
+      tensorData = NO_DATA;
+    } else if (binarySize !== undefined) {
       if (headerLength === undefined) {
         throw new InvalidArgError(
           `must specify valid 'Inference-Header-Content-Length' in request header and 'binary_data_size' when passing inputs in binary data format (${where})`,
@@ -204,6 +212,7 @@ export function decodeInferRequest(
       tensorData = jsonToTensorData(name, dt, shape, data);
     }
     const input: InferInput = { name, datatype: dt, shape, data: tensorData };
+    if (sharedMemory !== undefined) input.sharedMemory = sharedMemory;
     if (Object.keys(params).length > 0) input.parameters = params;
     request.inputs.push(input);
   });
@@ -223,9 +232,19 @@ export function decodeInferRequest(
       const where = `output '${name}'`;
       if (binary.has(name)) throw new InvalidArgError(`output '${name}' already exists in request`);
       const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
-      refuseSharedMemory(params, where);
-      binary.set(name, takeBool(params, 'binary_data', where) ?? binaryDefault);
       const out: RequestedOutput = { name };
+      if ('shared_memory_region' in params) {
+        // Triton's ValidateOutputParameter: shared memory excludes classification and an explicit binary_data.
+        if ('classification' in params) {
+          throw new InvalidArgError("Output can't set both 'shared_memory_region' and 'classification'");
+        }
+        if (params.binary_data === true) {
+          throw new InvalidArgError("Output can't set both 'shared_memory_region' and 'binary_data'");
+        }
+      }
+      const sharedMemory = takeSharedMemoryRef(params);
+      if (sharedMemory !== undefined) out.sharedMemory = sharedMemory;
+      binary.set(name, takeBool(params, 'binary_data', where) ?? binaryDefault);
       const classCount = takeCount(params, 'classification', where);
       if (classCount !== undefined && classCount > 0) out.classCount = classCount;
       if (Object.keys(params).length > 0) out.parameters = params;

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
+import { refusedBy, restrictedMessage, type ApiCategory, type Restrictions } from '../restricted.js';
 import { sendJson } from './respond.js';
 
 /** What a route handler gets: the exchange, the server facade, and the path's model/version captures. */
@@ -11,6 +12,10 @@ export interface RouteContext {
   api: InferenceServerApi;
   logger: Logger;
   maxInputSize: number;
+  /** `--max-response-bytes`: largest inference response body. */
+  maxResponseBytes: number;
+  /** `--http-restricted-api`: categories that demand a header. */
+  restrictions: Restrictions;
   /** Decoded `{m}` capture, when the route has one. */
   model: string;
   /** `{v}` capture ([0-9]+), undefined when the path has no version segment. */
@@ -20,9 +25,13 @@ export interface RouteContext {
 export type Handler = (ctx: RouteContext) => Promise<void>;
 export type Method = 'GET' | 'POST';
 
-/** One row of the routing table: a path regex (named groups `model`, `version`) and a handler per method. */
+/**
+ * One row of the routing table: a path regex (named groups `model`, `version`), the API category it belongs to (for
+ * `--http-restricted-api`; required, so no route can be added without one) and a handler per method.
+ */
 export interface Route {
   readonly pattern: RegExp;
+  readonly category: ApiCategory;
   readonly methods: Readonly<Partial<Record<Method, Handler>>>;
 }
 
@@ -56,18 +65,6 @@ export const PATHS = Object.freeze({
   shmUnregister: /^\/v2\/(?:system|cuda)sharedmemory(?:\/region\/[^/]+)?\/unregister$/,
 });
 
-/**
- * Shared-memory status: no region can be registered yet, so the list is empty and a named region is unknown
- * (the same answer as the gRPC status rpcs; register/unregister answer 501).
- */
-const shmStatus: Handler = async ({ req, res }) => {
-  const region = /\/region\/([^/]+)\/status$/.exec((req.url ?? '').split('?')[0])?.[1];
-  if (region !== undefined) {
-    return sendJson(req, res, 404, { error: `Unable to find shared memory region: '${decodeSegment(region)}'` });
-  }
-  return sendJson(req, res, 200, []);
-};
-
 /** Handlers of the implemented endpoints (handlers.ts). */
 export interface CoreHandlers {
   server: Handler;
@@ -78,10 +75,13 @@ export interface CoreHandlers {
   modelConfig: Handler;
   modelInfer: Handler;
   modelStats: Handler;
+  /** generate and generate_stream (generate.ts). */
+  generate: Handler;
   repositoryIndex: Handler;
   repositoryControl: Handler;
   logging: Handler;
   trace: Handler;
+  sharedMemory: Handler;
 }
 
 /**
@@ -89,27 +89,30 @@ export interface CoreHandlers {
  * else (404, 405, captures, error mapping) stays in `dispatch`.
  */
 export function buildRoutes(h: CoreHandlers): readonly Route[] {
-  const { modelStats: stats, trace } = h;
-  const shm = notImplemented('shared memory');
+  const { modelStats: stats, trace, sharedMemory: shm } = h;
   return Object.freeze([
-    { pattern: PATHS.server, methods: { GET: h.server } },
-    { pattern: PATHS.live, methods: { GET: h.live } },
-    { pattern: PATHS.ready, methods: { GET: h.ready } },
-    { pattern: PATHS.statsAll, methods: { GET: stats } },
-    { pattern: PATHS.modelReady, methods: { GET: h.modelReady } },
-    { pattern: PATHS.modelConfig, methods: { GET: h.modelConfig } },
-    { pattern: PATHS.modelInfer, methods: { POST: h.modelInfer } },
-    { pattern: PATHS.modelStats, methods: { GET: stats } },
-    { pattern: PATHS.modelGenerate, methods: { POST: notImplemented('the generate extension') } },
-    { pattern: PATHS.modelTrace, methods: { GET: trace, POST: trace } },
-    { pattern: PATHS.modelMetadata, methods: { GET: h.modelMetadata } },
-    { pattern: PATHS.repositoryIndex, methods: { POST: h.repositoryIndex } },
-    { pattern: PATHS.repositoryControl, methods: { POST: h.repositoryControl } },
-    { pattern: PATHS.trace, methods: { GET: trace, POST: trace } },
-    { pattern: PATHS.logging, methods: { GET: h.logging, POST: h.logging } },
-    { pattern: PATHS.shmStatus, methods: { GET: shmStatus } },
-    { pattern: PATHS.shmRegister, methods: { POST: shm } },
-    { pattern: PATHS.shmUnregister, methods: { POST: shm } },
+    { pattern: PATHS.server, category: 'metadata', methods: { GET: h.server } },
+    { pattern: PATHS.live, category: 'health', methods: { GET: h.live } },
+    { pattern: PATHS.ready, category: 'health', methods: { GET: h.ready } },
+    { pattern: PATHS.statsAll, category: 'statistics', methods: { GET: stats } },
+    { pattern: PATHS.modelReady, category: 'health', methods: { GET: h.modelReady } },
+    { pattern: PATHS.modelConfig, category: 'model-config', methods: { GET: h.modelConfig } },
+    { pattern: PATHS.modelInfer, category: 'inference', methods: { POST: h.modelInfer } },
+    { pattern: PATHS.modelStats, category: 'statistics', methods: { GET: stats } },
+    {
+      pattern: PATHS.modelGenerate,
+      category: 'inference',
+      methods: { POST: h.generate },
+    },
+    { pattern: PATHS.modelTrace, category: 'trace', methods: { GET: trace, POST: trace } },
+    { pattern: PATHS.modelMetadata, category: 'metadata', methods: { GET: h.modelMetadata } },
+    { pattern: PATHS.repositoryIndex, category: 'model-repository', methods: { POST: h.repositoryIndex } },
+    { pattern: PATHS.repositoryControl, category: 'model-repository', methods: { POST: h.repositoryControl } },
+    { pattern: PATHS.trace, category: 'trace', methods: { GET: trace, POST: trace } },
+    { pattern: PATHS.logging, category: 'logging', methods: { GET: h.logging, POST: h.logging } },
+    { pattern: PATHS.shmStatus, category: 'shared-memory', methods: { GET: shm } },
+    { pattern: PATHS.shmRegister, category: 'shared-memory', methods: { POST: shm } },
+    { pattern: PATHS.shmUnregister, category: 'shared-memory', methods: { POST: shm } },
   ]);
 }
 
@@ -123,8 +126,9 @@ function decodeSegment(s: string | undefined): string {
 }
 
 /**
- * Routes one request: unknown path → 404 `{"error":"Not Found"}`, known path with another method → 405 (with
- * `Allow`), otherwise the handler. Handler errors propagate to the caller, which maps them (respond.ts sendError).
+ * Routes one request: unknown path → 404 `{"error":"Not Found"}`; a restricted category without its header → 403
+ * (checked before the method, as Triton does); known path with another method → 405 (with `Allow`); otherwise the
+ * handler. Handler errors propagate to the caller, which maps them (respond.ts sendError).
  */
 export async function dispatch(routes: readonly Route[], base: Omit<RouteContext, 'model' | 'version'>): Promise<void> {
   const { req, res } = base;
@@ -134,6 +138,8 @@ export async function dispatch(routes: readonly Route[], base: Omit<RouteContext
   for (const route of routes) {
     const m = route.pattern.exec(path);
     if (m === null) continue;
+    const refused = refusedBy(base.restrictions, route.category, (k) => req.headers[k]);
+    if (refused !== undefined) return sendJson(req, res, 403, { error: restrictedMessage(refused, 'API') });
     const handler = route.methods[req.method as Method];
     if (handler === undefined) {
       res.setHeader('Allow', Object.keys(route.methods).join(', '));

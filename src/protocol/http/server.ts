@@ -3,9 +3,11 @@ import { Server, type AddressInfo, type ListenOptions, type Socket } from 'node:
 import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
+import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
+import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { CORE_HANDLERS } from './handlers.js';
-import { sendError } from './respond.js';
-import { buildRoutes, dispatch } from './routes.js';
+import { sendError, sendJson } from './respond.js';
+import { buildRoutes, dispatch, type Route } from './routes.js';
 
 /**
  * Nereid's HTTP/REST front end (KServe v2 + Triton extensions) on plain `node:http`. No framework on purpose: the
@@ -18,64 +20,116 @@ import { buildRoutes, dispatch } from './routes.js';
 export const DEFAULT_MAX_INPUT_SIZE = 64 * 1024 * 1024;
 
 /**
+ * Transport limits (Nereid's own flags; Triton's libevhtp front end has none of them):
+ * - connections: at most this many open at once; more are closed as they arrive (a flood of idle or slow
+ *   connections cannot take every file descriptor, and with them model loads);
+ * - headers: the request line and headers must arrive within this time (slowloris);
+ * - request: the whole request, body included, within this time (a stalled upload is cut, answered 408).
+ */
+export const HTTP_LIMIT_DEFAULTS = Object.freeze({
+  maxConnections: 4096,
+  headersTimeoutSecs: 60,
+  requestTimeoutSecs: 300,
+});
+
+/**
  * Idle keep-alive connections live 65 s: longer than the 60 s idle timeout of common load balancers and client
  * pools, so the server is not the side that closes a connection the client is about to reuse.
  */
 const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
+/**
+ * During a shutdown an idle keep-alive connection stays open this long for its client's next request (Triton serves
+ * requests on open connections until its exit timeout; its own test sends one 2 s after SIGINT).
+ */
+export const DEFAULT_DRAIN_IDLE_MS = 5_000;
 
 export interface HttpServerOptions {
   host?: string;
   port: number;
   /** Largest request body, after decompression, in bytes (default 64 MiB). */
   maxInputSize?: number;
+  /** `--max-response-bytes`: largest inference response body (default INT32_MAX). */
+  maxResponseBytes?: number;
+  /** `--http-max-connections`: open connections at most (default 4096). */
+  maxConnections?: number;
+  /** `--http-headers-timeout-secs` (default 60). */
+  headersTimeoutSecs?: number;
+  /** `--http-request-timeout-secs`: the whole request, body included (default 300). */
+  requestTimeoutSecs?: number;
+  /** `--http-restricted-api`, parsed (protocol/restricted.ts). */
+  restrictions?: Restrictions;
   /**
    * Listen with SO_REUSEPORT (Triton's `--reuse-http-port`): several listeners, in this process's front-end threads
    * or in other processes, share the port and the kernel spreads connections among them. Needs Node >= 22.12.
    */
   reusePort?: boolean;
+  /**
+   * Front-end threads: open connections per listener, one Int32 each, in memory every thread's listener shares;
+   * this listener counts in `slot` and refuses a connection while the sum is at `maxConnections`, so the cap holds
+   * for the process rather than per thread. A thread that dies takes its connections with it; pool.ts zeroes its
+   * slot before a replacement starts.
+   */
+  sharedConnections?: { counts: SharedArrayBuffer; slot: number };
   logger?: Logger;
+  /** More routes, matched before Triton's table (the web console mounts `/console` this way). */
+  routes?: readonly Route[];
+  /** Says why a request is refused with 403 before routing (cross-site requests), or undefined to let it through. */
+  refuse?: (req: IncomingMessage) => string | undefined;
 }
 
 export interface RunningHttpServer {
   port: number;
   address: string;
-  /** Stops accepting, closes idle connections, waits for in-flight requests. Idempotent. */
-  close(): Promise<void>;
+  /**
+   * Stops accepting connections and drains the open ones, as Triton does: requests on them are served normally
+   * until the connection closes; a connection idle for `idleMs` (default 5 s) is closed; at `drainMs` (default 30 s,
+   * `--exit-timeout-secs`) idle connections are closed and busy ones close after their response. Resolves once every
+   * connection has closed. Idempotent.
+   */
+  close(opts?: { drainMs?: number; idleMs?: number }): Promise<void>;
+}
+
+function positive(name: string, v: number): number {
+  if (!Number.isSafeInteger(v) || v <= 0) throw new InvalidArgError(`${name} must be a positive integer, got ${v}`);
+  return v;
 }
 
 /** Starts the HTTP server and resolves once it listens. */
 export async function startHttpServer(api: InferenceServerApi, opts: HttpServerOptions): Promise<RunningHttpServer> {
   const logger = opts.logger ?? noopLogger;
-  const maxInputSize = opts.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
-  if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) {
-    throw new InvalidArgError(`--http-max-input-size must be a positive integer, got ${maxInputSize}`);
+  const L = HTTP_LIMIT_DEFAULTS;
+  const maxInputSize = positive('--http-max-input-size', opts.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE);
+  const maxResponseBytes = positive('--max-response-bytes', opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
+  const maxConnections = positive('--http-max-connections', opts.maxConnections ?? L.maxConnections);
+  const headersTimeoutMs =
+    positive('--http-headers-timeout-secs', opts.headersTimeoutSecs ?? L.headersTimeoutSecs) * 1000;
+  const requestTimeoutMs =
+    positive('--http-request-timeout-secs', opts.requestTimeoutSecs ?? L.requestTimeoutSecs) * 1000;
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new InvalidArgError('--http-headers-timeout-secs must not be longer than --http-request-timeout-secs');
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
     throw new InvalidArgError(`--http-port must be an integer in [0, 65535], got ${opts.port}`);
   }
-  const routes = buildRoutes(CORE_HANDLERS);
-  let closing: Promise<void> | undefined;
+  const routes = [...(opts.routes ?? []), ...buildRoutes(CORE_HANDLERS)];
+  const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
 
-  // Responses not yet finished. At shutdown each closes its connection once written; idle keep-alive connections
-  // stay open (a request they deliver meanwhile is answered, with 503 from the facade) until nothing is active,
-  // so no request that reached us is dropped unanswered.
-  const active = new Set<ServerResponse>();
-  const sockets = new Set<Socket>();
-  // Idle connections are ended, not destroyed: http.Server#closeIdleConnections destroys a socket whose last
-  // response is written but may still sit in the kernel's send buffer, and the client then lost the end of a large
-  // response (measured at shutdown on Node 24: 970,105 of 1,048,734 bytes). end() sends FIN after the pending data.
-  const closeIdleWhenQuiet = (): void => {
-    if (active.size > 0) return;
-    for (const socket of sockets) socket.end();
-  };
+  // Open connections, with how many requests each has in progress and when it last finished one (for the drain).
+  const connections = new Map<Socket, { active: number; idleSince: number }>();
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    active.add(res);
+    const conn = connections.get(req.socket);
+    if (conn) conn.active++;
     res.once('close', () => {
-      active.delete(res);
-      if (closing !== undefined) closeIdleWhenQuiet();
+      if (!conn) return;
+      conn.active--;
+      conn.idleSince = Date.now();
     });
-    if (closing !== undefined) res.shouldKeepAlive = false;
-    dispatch(routes, { req, res, api, logger, maxInputSize })
+    const refused = opts.refuse?.(req);
+    (refused === undefined
+      ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions })
+      : sendJson(req, res, 403, { error: refused })
+    )
       .catch((err: unknown) => sendError(req, res, err, logger))
       .catch((err: unknown) => {
         // Even the error response failed (socket gone, compression failed): never leave the request hanging.
@@ -84,14 +138,45 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
       });
   };
 
-  const server = createServer({ keepAlive: true }, onRequest);
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
+  const server = createServer(
+    {
+      keepAlive: true,
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      // How often Node checks those timeouts (its default, 30 s, would let a stalled request live 30 s too long).
+      connectionsCheckingInterval: Math.min(1000, headersTimeoutMs),
+    },
+    onRequest,
+  );
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-  // Node requires headersTimeout > keepAliveTimeout to avoid racing a reused connection's next request.
-  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;
+  server.maxConnections = maxConnections;
+  let dropsLogged = 0;
+  const dropped = (): void => {
+    // One line per 1000 refused connections: a flood must not flood the log too.
+    if (dropsLogged++ % 1000 === 0) {
+      logger.warn(`HTTP connection refused: ${maxConnections} connections are open (--http-max-connections)`);
+    }
+  };
+  const shared = opts.sharedConnections && {
+    counts: new Int32Array(opts.sharedConnections.counts),
+    slot: opts.sharedConnections.slot,
+  };
+  server.on('connection', (socket: Socket) => {
+    if (shared !== undefined) {
+      let open = Atomics.add(shared.counts, shared.slot, 1);
+      for (let i = 0; i < shared.counts.length; i++) if (i !== shared.slot) open += Atomics.load(shared.counts, i);
+      if (open >= maxConnections) {
+        Atomics.sub(shared.counts, shared.slot, 1);
+        socket.destroy();
+        dropped();
+        return;
+      }
+      socket.once('close', () => Atomics.sub(shared.counts, shared.slot, 1));
+    }
+    connections.set(socket, { active: 0, idleSince: Date.now() });
+    socket.once('close', () => connections.delete(socket));
+  });
+  server.on('drop', dropped);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -105,18 +190,38 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   });
   server.on('error', (err) => logger.error({ err }, 'HTTP server error'));
   const info = server.address() as AddressInfo;
+  let closing: Promise<void> | undefined;
 
   return {
     port: info.port,
     address: info.address,
-    close(): Promise<void> {
+    close({ drainMs = 30_000, idleMs = DEFAULT_DRAIN_IDLE_MS } = {}): Promise<void> {
       closing ??= new Promise<void>((resolve) => {
-        // Stop accepting connections. http.Server#close would also close every idle keep-alive connection at
-        // once, dropping requests already sent on them but not yet parsed; net.Server#close only stops the
-        // listener, and closeIdleWhenQuiet closes idle connections once no response is active.
-        Server.prototype.close.call(server, () => resolve());
-        for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
-        closeIdleWhenQuiet();
+        // Stop accepting connections only: http.Server#close would also close every idle keep-alive connection at
+        // once, dropping requests already sent on them but not yet parsed.
+        Server.prototype.close.call(server);
+        const deadline = Date.now() + drainMs;
+        const sweep = (): void => {
+          const now = Date.now();
+          const over = now >= deadline;
+          // Past the deadline a busy connection is closed as soon as its response is done (it is idle then).
+          for (const [socket, conn] of connections) {
+            // end(), not destroy(): a response just written may still sit in the socket's buffers, and destroying
+            // it cut the end of large responses at shutdown (measured: 970,105 of 1,048,734 bytes arrived).
+            // Past the deadline a client that never closes its side is cut off.
+            if (conn.active === 0 && (over || now - conn.idleSince >= idleMs)) {
+              if (over && socket.writableEnded) socket.destroy();
+              else socket.end();
+            }
+          }
+          if (connections.size === 0) {
+            clearInterval(timer);
+            resolve();
+          }
+        };
+        // Not unref'd: the drain is work the process must finish (an idle client socket may be unref'd on its side).
+        const timer = setInterval(sweep, Math.max(10, Math.min(250, idleMs / 4)));
+        sweep();
       });
       return closing;
     },

@@ -1,9 +1,11 @@
 import { CancelledError, InternalError, InvalidArgError, NereidError } from '../../../core/errors.js';
 import type { Tensor } from '../../../core/tensor.js';
-import type { ExecuteTimings } from '../../contract.js';
+import koffi from 'koffi';
+import type { ExecuteTimings, TensorSignature } from '../../contract.js';
 import { callAsync, check, ortApi, OrtStatusError, type Out, type Ptr } from './api.js';
 import type { OrtSession, SessionTensor } from './session.js';
-import { createInput, readOutput, type InputValue } from './tensors.js';
+import { OutputShapes } from './output-shapes.js';
+import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -15,8 +17,10 @@ import { createInput, readOutput, type InputValue } from './tensors.js';
  * it, and it works with intra_op_thread_count 1 (the pool thread computes).
  *
  * Memory: input OrtValues borrow the request's TypedArrays; both stay referenced by this function's frame until
- * Run returned and the OrtValues were released. Output OrtValues are copied once into JavaScript memory and
- * released on every path.
+ * Run returned and the OrtValues were released. Outputs land in JavaScript memory once: when the same input
+ * shapes ran before, the outputs are preallocated in JavaScript memory of the shapes seen then and onnxruntime
+ * writes (GPU: copies device-to-host) into them; otherwise onnxruntime allocates them and they are copied once.
+ * Output OrtValues are released on every path.
  */
 
 export interface RunResult {
@@ -33,6 +37,11 @@ export interface RunnerOptions {
   cpuMemoryInfo: Ptr;
   allocator: Ptr;
   tag: string;
+  /**
+   * Overridable initializers the config declares as (optional) inputs: graph inputs with a default in the file, which
+   * onnxruntime does not list among the session's inputs but accepts as feeds by name.
+   */
+  overridable?: readonly TensorSignature[];
 }
 
 export class OrtRunner {
@@ -40,7 +49,9 @@ export class OrtRunner {
   readonly #opts: RunnerOptions;
   readonly #runOptions: Ptr;
   readonly #inputs: ReadonlyMap<string, SessionTensor>;
+  readonly #ownNames: SessionTensor[];
   readonly #outputs: ReadonlyMap<string, SessionTensor>;
+  readonly #shapes = new OutputShapes();
   #terminated = false;
   #running = false;
   #released = false;
@@ -49,7 +60,15 @@ export class OrtRunner {
     const api = ortApi();
     this.#session = session;
     this.#opts = opts;
-    this.#inputs = new Map(session.inputs.map((t) => [t.name, t]));
+    const extra = (opts.overridable ?? []).filter((t) => !session.inputs.some((i) => i.name === t.name));
+    // Their names as C strings of our own, alive as long as the runner (released in release()).
+    this.#ownNames = extra.map((t) => {
+      const bytes = Buffer.from(`${t.name}\0`, 'utf8');
+      const ptr = koffi.alloc('char', bytes.length) as Ptr;
+      koffi.encode(ptr, 'char', bytes, bytes.length);
+      return { ...t, namePtr: ptr };
+    });
+    this.#inputs = new Map([...session.inputs, ...this.#ownNames].map((t) => [t.name, t]));
     this.#outputs = new Map(session.outputs.map((t) => [t.name, t]));
     const out: Out = [null];
     check(api.CreateRunOptions(out));
@@ -110,31 +129,26 @@ export class OrtRunner {
         values.push(createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator));
         inNames.push(s.namePtr);
       }
-      const outs: Array<Ptr | null> = new Array(outNames.length).fill(null);
+      const key = OutputShapes.key(inputs);
       const t1 = process.hrtime.bigint();
-      try {
-        await callAsync(
-          api.Run,
-          this.#session.ptr,
-          this.#runOptions,
-          inNames,
-          values.map((v) => v.value),
-          values.length,
-          outNames,
-          outNames.length,
-          outs,
-        );
-      } catch (err) {
-        for (const v of outs) if (v !== null) api.ReleaseValue(v);
-        throw this.#runError(err);
+      let outputs: Tensor[];
+      const known = this.#shapes.get(key);
+      const guess = known !== undefined && outputNames.every((n) => known.has(n)) ? known : undefined;
+      if (guess !== undefined) {
+        try {
+          outputs = await this.#runInto(inNames, values, outNames, outputNames, guess);
+        } catch (err) {
+          // A cancelled run is not retried; any other failure may be our shape guess (a mismatch is reported as
+          // a generic failure): run again the plain way, which reports the model's own error if there is one.
+          if (this.#terminated) throw this.#runError(err);
+          this.#shapes.unstable(key);
+          outputs = await this.#runPlain(inNames, values, outNames, outputNames);
+        }
+      } else {
+        outputs = await this.#runPlain(inNames, values, outNames, outputNames);
+        this.#shapes.remember(key, outputs);
       }
-      const t2 = process.hrtime.bigint();
-      const outputs: Tensor[] = [];
-      try {
-        for (let i = 0; i < outs.length; i++) outputs.push(readOutput(outputNames[i], outs[i] as Ptr));
-      } finally {
-        for (const v of outs) if (v !== null) api.ReleaseValue(v);
-      }
+      const t2 = this.#ranAt;
       const t3 = process.hrtime.bigint();
       return {
         outputs,
@@ -151,7 +165,84 @@ export class OrtRunner {
     }
   }
 
+  /** When the last native Run returned (the rest of `run` is reading outputs). */
+  #ranAt = 0n;
+
+  /** Run with onnxruntime allocating the outputs, then one copy each into JavaScript memory. */
+  async #runPlain(
+    inNames: Ptr[],
+    values: InputValue[],
+    outNames: Ptr[],
+    outputNames: readonly string[],
+  ): Promise<Tensor[]> {
+    const api = ortApi();
+    const outs: Array<Ptr | null> = new Array(outNames.length).fill(null);
+    try {
+      await this.#call(inNames, values, outNames, outs);
+      const outputs: Tensor[] = [];
+      for (let i = 0; i < outs.length; i++) outputs.push(readOutput(outputNames[i], outs[i] as Ptr));
+      return outputs;
+    } finally {
+      for (const v of outs) if (v !== null) api.ReleaseValue(v);
+    }
+  }
+
+  /** Run into preallocated JavaScript outputs of the guessed shapes: no copy afterwards. */
+  async #runInto(
+    inNames: Ptr[],
+    values: InputValue[],
+    outNames: Ptr[],
+    outputNames: readonly string[],
+    guess: ReadonlyMap<string, { datatype: Tensor['datatype']; shape: readonly number[] }>,
+  ): Promise<Tensor[]> {
+    const api = ortApi();
+    const buffers: OutputBuffer[] = [];
+    try {
+      for (const n of outputNames) {
+        const g = guess.get(n)!;
+        buffers.push(createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo));
+      }
+      const outs: Array<Ptr | null> = buffers.map((b) => b.value);
+      await this.#call(inNames, values, outNames, outs);
+      return buffers.map((b) => b.tensor);
+    } finally {
+      // The tensors' memory stays referenced by `buffers` until here: onnxruntime wrote into it during Run.
+      for (const b of buffers) api.ReleaseValue(b.value);
+    }
+  }
+
+  /** The native Run on a pool thread; `outs` holds preallocated values or nulls onnxruntime fills. */
+  async #call(inNames: Ptr[], values: InputValue[], outNames: Ptr[], outs: Array<Ptr | null>): Promise<void> {
+    const api = ortApi();
+    const preset = outs.map((v) => v !== null);
+    try {
+      await callAsync(
+        api.Run,
+        this.#session.ptr,
+        this.#runOptions,
+        inNames,
+        values.map((v) => v.value),
+        values.length,
+        outNames,
+        outNames.length,
+        outs,
+      );
+    } catch (err) {
+      // Values onnxruntime created before failing are ours to release; preallocated ones the caller releases.
+      outs.forEach((v, i) => {
+        if (v !== null && !preset[i]) {
+          api.ReleaseValue(v);
+          outs[i] = null;
+        }
+      });
+      throw this.#runError(err);
+    } finally {
+      this.#ranAt = process.hrtime.bigint();
+    }
+  }
+
   #runError(err: unknown): NereidError {
+    if (err instanceof NereidError) return err;
     if (this.#terminated)
       return new CancelledError('the run was cancelled (onnxruntime terminated it)', { cause: err });
     if (err instanceof OrtStatusError) {
@@ -168,5 +259,6 @@ export class OrtRunner {
     if (this.#running) throw new InternalError('onnxruntime runner released during a run');
     this.#released = true;
     ortApi().ReleaseRunOptions(this.#runOptions);
+    for (const t of this.#ownNames) koffi.free(t.namePtr);
   }
 }

@@ -19,6 +19,26 @@ export interface SessionOptionsInput {
   optimizedModelPath?: string;
 }
 
+/**
+ * Session config entries a GPU instance gets unless its plan sets them: its own intra-/inter-op threads do not
+ * spin-wait after their (small: shape and fall-back) CPU nodes. A spinning pool per GPU session competes for the
+ * cores the event loop and libuv's threads (which wait on the GPU) need. Measured on the H200 before this change
+ * (notes/gpubench-output.txt): a fixed 1.1-1.9 ms per request at concurrency 1 over onnxruntime in Python, worse
+ * with two instances than with one; this is the change the next GPU run checks (bench/gpu.ts). Not applied with
+ * the global thread pool (its spinning is the env's, set by the backend config).
+ */
+export function gpuSessionConfig(
+  providers: readonly ProviderPlan[],
+  sessionConfig: ReadonlyArray<readonly [string, string]>,
+  globalThreadPool: boolean,
+): Array<[string, string]> {
+  if (globalThreadPool || !providers.some((p) => p.name === 'cuda' || p.name === 'tensorrt')) return [];
+  const set = new Set(sessionConfig.map(([k]) => k));
+  return (['session.intra_op.allow_spinning', 'session.inter_op.allow_spinning'] as const)
+    .filter((k) => !set.has(k))
+    .map((k) => [k, '0']);
+}
+
 /** Creates OrtSessionOptions; the caller releases them (ReleaseSessionOptions) exactly once. */
 export function createSessionOptions(input: SessionOptionsInput): Ptr {
   const api = ortApi();
@@ -40,6 +60,9 @@ export function createSessionOptions(input: SessionOptionsInput): Ptr {
     if (plan.cpuMemArena !== undefined) check((plan.cpuMemArena ? api.EnableCpuMemArena : api.DisableCpuMemArena)(so));
     if (plan.memPattern !== undefined) check((plan.memPattern ? api.EnableMemPattern : api.DisableMemPattern)(so));
     for (const [k, v] of plan.sessionConfig) check(api.AddSessionConfigEntry(so, k, v));
+    for (const [k, v] of gpuSessionConfig(input.providers, plan.sessionConfig, input.globalThreadPool)) {
+      check(api.AddSessionConfigEntry(so, k, v));
+    }
     if (input.optimizedModelPath !== undefined) check(api.SetOptimizedModelFilePath(so, input.optimizedModelPath));
     for (const p of input.providers) appendProvider(so, p, `instance ${input.logId}`);
   } catch (err) {

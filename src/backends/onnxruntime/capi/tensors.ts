@@ -126,6 +126,45 @@ export function createInput(t: Tensor, memoryInfo: Ptr, allocator: Ptr): InputVa
   return { value: out[0] as Ptr, borrowed: ptr };
 }
 
+/** A preallocated output: the OrtValue onnxruntime writes into and the JavaScript tensor over the same memory. */
+export interface OutputBuffer {
+  value: Ptr;
+  tensor: Tensor;
+}
+
+/**
+ * An output OrtValue over fresh JavaScript memory (preallocated output of `Run`): onnxruntime writes the result
+ * there, so no copy is needed afterwards. The memory is not zero-filled (onnxruntime overwrites all of it).
+ * The tensor keeps the memory alive; the caller keeps the tensor referenced until the OrtValue was released.
+ */
+export function createOutput(
+  name: string,
+  datatype: DataType,
+  shape: readonly number[],
+  memoryInfo: Ptr,
+): OutputBuffer {
+  const api = ortApi();
+  const out: Out = [null];
+  const count = shape.reduce((a, b) => a * b, 1);
+  const info = DATATYPES[datatype];
+  const Ctor = info.array;
+  if (Ctor === undefined) throw new InternalError(`output '${name}': ${datatype} cannot be preallocated`);
+  const bytes = count * info.byteSize;
+  const data = bytes === 0 ? new Ctor(0) : new Ctor(Buffer.allocUnsafeSlow(bytes).buffer, 0, count);
+  check(
+    api.CreateTensorWithDataAsOrtValue(
+      memoryInfo,
+      bytes === 0 ? EMPTY : data,
+      bytes,
+      shapeOf(shape),
+      shape.length,
+      elementOf(datatype),
+      out,
+    ),
+  );
+  return { value: out[0] as Ptr, tensor: { name, datatype, shape: [...shape], data } };
+}
+
 /**
  * A BYTES element as the NUL-terminated UTF-8 string FillStringTensor copies. onnxruntime's string tensors hold
  * text: bytes that are not UTF-8, or a NUL (it would cut the element short), are refused.

@@ -1,0 +1,471 @@
+/**
+ * The GPU benchmark (`npm run bench -- --gpu`): Nereid serving `text_encoder` and a BERT-base (fp32 and fp16)
+ * with KIND_GPU instances and dynamic batching over HTTP binary at concurrency 1, 8 and 64, next to, in the same
+ * run, the fixed baselines of bench/gpu/baselines.py — onnxruntime-gpu in Python with I/O binding on the same
+ * model file, and PyTorch fp16 with a CUDA graph — with absolute seq/s beside the ratios.
+ *
+ * Skipped with one line (exit 0) where it cannot run: no GPU, no CUDA provider beside onnxruntime's library, or
+ * no BERT-base models (they are exported on the GPU machine by scripts/make_examples.py --bert; see
+ * scripts/gpu/bench-gpu-on-device.sh, which runs all of this on the H200).
+ *
+ * Environment: NEREID_BENCH_MODELS (folder with bert-fp32/model.onnx and bert-fp16/model.onnx; default
+ * .device/models), NEREID_MAIN (the CLI to serve with; default dist/cli/nereid.cjs), NEREID_BENCH_PYTHON (python
+ * with torch and onnxruntime-gpu; default python3), NEREID_BENCH_MS (measurement per point, default 3000).
+ *
+ * The load generator (bench/gpu/loadgen-binary.ts, several processes) is measured first against a canned server
+ * answering with a BERT-base fp32 response's size: its ceiling is printed beside the results.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { decodeInferResponse, encodeInferRequest } from '../src/client/http-codec.js';
+import { ortLibraryDir } from '../src/backends/onnxruntime/capi/library.js';
+import { freePort, percentile, progress, ROOT, waitReady } from './common.js';
+import { stopProcess } from './servers/server.js';
+
+const SEQ = 128;
+const CONCURRENCY = [1, 8, 64];
+const MS = Number(process.env.NEREID_BENCH_MS ?? 3000);
+const WARMUP_MS = Math.min(1500, MS / 2);
+const BASELINE_MS = process.env.NEREID_BENCH_BASELINE_MS ?? '1000';
+const BASELINE_BATCHES = [1, 8, 32, 64];
+const MODELS_DIR = process.env.NEREID_BENCH_MODELS ?? join(ROOT, '.device/models');
+const MAIN = process.env.NEREID_MAIN ?? join(ROOT, 'dist/cli/nereid.cjs');
+const PYTHON = process.env.NEREID_BENCH_PYTHON ?? 'python3';
+const SELF = fileURLToPath(import.meta.url);
+/**
+ * NEREID_BENCH_DRY_CPU=1: the whole pipeline on KIND_CPU with the models that exist, on a machine without a GPU
+ * (tests this script; its numbers mean nothing for the GPU).
+ */
+const DRY = process.env.NEREID_BENCH_DRY_CPU === '1';
+const KIND = DRY ? 'KIND_CPU' : 'KIND_GPU';
+
+/** A model Nereid serves in this benchmark; `file` is also what the onnxruntime baseline loads. */
+interface GpuModel {
+  name: string;
+  file: string;
+  vocab: number;
+  hidden: number;
+  datatype: 'FP32' | 'FP16';
+  /** KIND_GPU instances on GPU 0. */
+  count: number;
+  maxBatch: number;
+  queueDelayUs: number;
+  /** Key of the baseline rows this model is compared with (several configs share a file). */
+  baseline: string;
+  /** Config parameters (string values). */
+  parameters?: Record<string, string>;
+}
+
+interface Row {
+  what: string;
+  model: string;
+  concurrency?: number;
+  batch?: number;
+  seq_s: number;
+  p50_us: number;
+  p99_us: number;
+  /** Average rows per execution (Nereid: dynamic batching), from the model's statistics. */
+  avg_batch?: number;
+  errors?: number;
+}
+
+const rows: Row[] = [];
+const skipped: string[] = [];
+
+/** Why the benchmark cannot run here, or undefined. */
+export function gpuBenchSkipReason(): string | undefined {
+  if (DRY) return existsSync(MAIN) ? undefined : `${MAIN} is missing (npm run build)`;
+  if (!existsSync('/proc/driver/nvidia/gpus') && !existsSync('/dev/nvidia0')) {
+    return 'no NVIDIA GPU here (neither /proc/driver/nvidia/gpus nor /dev/nvidia0)';
+  }
+  const dir = ortLibraryDir();
+  const missing = ['libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so'].filter(
+    (f) => !existsSync(join(dir, f)),
+  );
+  if (missing.length > 0) return `${missing.join(', ')} not beside onnxruntime in ${dir} (run \`nereid gpu setup\`)`;
+  for (const d of ['bert-fp32', 'bert-fp16']) {
+    const f = join(MODELS_DIR, d, 'model.onnx');
+    if (!existsSync(f)) {
+      return `${f} is missing: export it with \`python scripts/make_examples.py --bert ${join(MODELS_DIR, d)} --dtype ${d.slice(5)}\` (needs torch)`;
+    }
+  }
+  if (!existsSync(MAIN)) return `${MAIN} is missing (npm run build)`;
+  return undefined;
+}
+
+function models(): GpuModel[] {
+  const bert = (dtype: 'fp32' | 'fp16', count: number): GpuModel => ({
+    name: `bert_${dtype}${count > 1 ? `_x${count}` : ''}`,
+    file: join(MODELS_DIR, `bert-${dtype}`, 'model.onnx'),
+    vocab: 30522,
+    hidden: 768,
+    datatype: dtype === 'fp32' ? 'FP32' : 'FP16',
+    count,
+    maxBatch: 64,
+    // One instance: no delay (requests queue while it runs, so batches fill anyway, and c=1 pays nothing).
+    // Two: a short delay, so that the idle instance does not take batches of one while the other computes.
+    queueDelayUs: count > 1 ? 1000 : 0,
+    baseline: `bert_${dtype}`,
+  });
+  const all: GpuModel[] = [
+    {
+      name: 'text_encoder',
+      file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
+      vocab: 1000,
+      hidden: 64,
+      datatype: 'FP32',
+      count: 1,
+      maxBatch: 64,
+      queueDelayUs: 0,
+      baseline: 'text_encoder',
+    },
+    bert('fp32', 1),
+    bert('fp32', 2),
+    bert('fp16', 1),
+    bert('fp16', 2),
+    // The CPU side of a GPU session: no intra-op pool at all (Triton-legal), against the default pool above.
+    { ...bert('fp16', 1), name: 'bert_fp16_t1', parameters: { intra_op_thread_count: '1' } },
+  ];
+  return all.filter((m) => !DRY || existsSync(m.file));
+}
+
+function config(m: GpuModel): string {
+  const input = (n: string): string => `  { name: "${n}" data_type: TYPE_INT32 dims: [ -1 ] }`;
+  return [
+    `name: "${m.name}"`,
+    'platform: "onnxruntime_onnx"',
+    `max_batch_size: ${m.maxBatch}`,
+    `input [\n${['input_ids', 'attention_mask', 'token_type_ids'].map(input).join(',\n')}\n]`,
+    `output [ { name: "output" data_type: TYPE_${m.datatype} dims: [ -1, ${m.hidden} ] } ]`,
+    `instance_group [ { kind: ${KIND} count: ${m.count}${DRY ? '' : ' gpus: [ 0 ]'} } ]`,
+    `dynamic_batching { max_queue_delay_microseconds: ${m.queueDelayUs} }`,
+    ...Object.entries(m.parameters ?? {}).map(([k, v]) => `parameters { key: "${k}" value: { string_value: "${v}" } }`),
+    '',
+  ].join('\n');
+}
+
+/** One request of batch 1, the values bench/gpu/baselines.py uses. */
+function requestBody(vocab: number): { body: Uint8Array; headers: Record<string, string> } {
+  const ids = Int32Array.from({ length: SEQ }, (_, i) => (i * 7919 + 101) % vocab);
+  const types = Int32Array.from({ length: SEQ }, (_, i) => (i < SEQ / 2 ? 0 : 1));
+  return encodeInferRequest(
+    [
+      { name: 'input_ids', datatype: 'INT32', shape: [1, SEQ], data: ids },
+      { name: 'attention_mask', datatype: 'INT32', shape: [1, SEQ], data: new Int32Array(SEQ).fill(1) },
+      { name: 'token_type_ids', datatype: 'INT32', shape: [1, SEQ], data: types },
+    ],
+    { binary: true, outputs: [{ name: 'output' }] },
+  );
+}
+
+/** `node` arguments that run a sibling script of this one, as source (tsx) or as bundled JavaScript. */
+function script(name: string): string[] {
+  if (SELF.endsWith('.ts')) return ['--import', 'tsx', join(dirname(SELF), 'gpu', `${name}.ts`)];
+  return [join(dirname(SELF), `${name}.mjs`)];
+}
+
+function lines(child: ChildProcess, onLine: (l: string) => void): Promise<number> {
+  createInterface({ input: child.stdout! }).on('line', onLine);
+  let err = '';
+  child.stderr?.on('data', (b: Buffer) => void (err = (err + b.toString()).slice(-3000)));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(0) : reject(new Error(`exit ${code}: ${err.trim()}`))));
+  });
+}
+
+interface LoadResult {
+  seq_s: number;
+  p50_us: number;
+  p99_us: number;
+  errors: number;
+}
+
+/** Closed loop at `concurrency`, spread over up to 4 load generator processes. */
+async function drive(
+  url: string,
+  path: string,
+  body: string,
+  headers: Record<string, string>,
+  concurrency: number,
+): Promise<LoadResult> {
+  const procs = Math.min(concurrency, 4);
+  const results: Array<{ ok: number; errors: number; firstError: string; latencies_us: number[] }> = [];
+  await Promise.all(
+    Array.from({ length: procs }, async (_, i) => {
+      const c = Math.floor(concurrency / procs) + (i < concurrency % procs ? 1 : 0);
+      const job = { url, path, body, headers, concurrency: c, warmupMs: WARMUP_MS, durationMs: MS };
+      const child = spawn(process.execPath, [...script('loadgen-binary'), JSON.stringify(job)], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      await lines(child, (l) => results.push(JSON.parse(l) as (typeof results)[number]));
+    }),
+  );
+  const lat = results.flatMap((r) => r.latencies_us).sort((a, b) => a - b);
+  const errors = results.reduce((n, r) => n + r.errors, 0);
+  if (lat.length === 0) throw new Error(`no successful request: ${results.find((r) => r.firstError)?.firstError}`);
+  return { seq_s: lat.length / (MS / 1000), p50_us: percentile(lat, 50), p99_us: percentile(lat, 99), errors };
+}
+
+async function loadgenCeiling(work: string): Promise<void> {
+  const size = SEQ * 768 * 4 + 200;
+  progress(`load generator ceiling: canned server answering ${size} bytes per request`);
+  const server = spawn(process.execPath, [...script('loadgen-binary'), '--canned', String(size)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    const port = await new Promise<string>((resolve) =>
+      createInterface({ input: server.stdout! }).once('line', (l) => resolve(l.trim())),
+    );
+    const { body, headers } = requestBody(30522);
+    const file = join(work, 'canned-body.bin');
+    await writeFile(file, body);
+    for (const c of [1, 64]) {
+      const r = await drive(`127.0.0.1:${port}`, '/x', file, headers, c);
+      add({ what: 'load generator vs canned server', model: `${size} B responses`, concurrency: c, ...r });
+    }
+  } finally {
+    await stopProcess(server);
+  }
+}
+
+function add(row: Row): void {
+  rows.push(row);
+  const where = row.concurrency !== undefined ? `c=${row.concurrency}` : `batch ${row.batch}`;
+  progress(
+    `${row.what.padEnd(34)} ${row.model.padEnd(14)} ${where.padEnd(9)} ${row.seq_s.toFixed(0).padStart(7)} seq/s  p50 ${row.p50_us.toFixed(0)} µs  p99 ${row.p99_us.toFixed(0)} µs${row.avg_batch ? `  avg batch ${row.avg_batch.toFixed(1)}` : ''}`,
+  );
+}
+
+async function baselines(): Promise<void> {
+  const seen = new Set<string>();
+  for (const m of models()) {
+    if (seen.has(m.baseline)) continue;
+    seen.add(m.baseline);
+    progress(`baseline: onnxruntime-gpu Python, I/O binding, ${m.baseline}`);
+    await python(
+      [
+        'ort',
+        '--model',
+        m.file,
+        '--batches',
+        BASELINE_BATCHES.join(','),
+        '--ms',
+        BASELINE_MS,
+        '--vocab',
+        String(m.vocab),
+      ],
+      m.baseline,
+    );
+  }
+  progress('baseline: PyTorch fp16 with a CUDA graph, BERT-base');
+  await python(['torch', '--batches', BASELINE_BATCHES.join(','), '--ms', BASELINE_MS], 'bert (torch)');
+}
+
+async function python(args: string[], model: string): Promise<void> {
+  const child = spawn(PYTHON, [join(ROOT, 'bench/gpu/baselines.py'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    await lines(child, (l) => {
+      if (!l.startsWith('{')) return;
+      const r = JSON.parse(l) as { tool: string; batch: number; seq_s: number; p50_us: number; p99_us: number };
+      add({ what: r.tool, model, batch: r.batch, seq_s: r.seq_s, p50_us: r.p50_us, p99_us: r.p99_us });
+    });
+  } catch (err) {
+    skipped.push(`${args[0]} baseline for ${model}: ${(err as Error).message.split('\n').slice(-3).join(' | ')}`);
+    progress(`baseline failed: ${(err as Error).message}`);
+  }
+}
+
+async function inferenceCounts(http: string, model: string): Promise<{ inferences: number; executions: number }> {
+  const res = await fetch(`http://${http}/v2/models/${model}/stats`);
+  const body = (await res.json()) as { model_stats: Array<{ inference_count: number; execution_count: number }> };
+  return body.model_stats.reduce(
+    (a, s) => ({
+      inferences: a.inferences + Number(s.inference_count),
+      executions: a.executions + Number(s.execution_count),
+    }),
+    { inferences: 0, executions: 0 },
+  );
+}
+
+async function nereid(work: string): Promise<void> {
+  const repo = join(work, 'repo');
+  const list = models();
+  for (const m of list) {
+    await mkdir(join(repo, m.name, '1'), { recursive: true });
+    await copyFile(m.file, join(repo, m.name, '1', 'model.onnx'));
+    await writeFile(join(repo, m.name, 'config.pbtxt'), config(m));
+  }
+  const port = await freePort();
+  const http = `127.0.0.1:${port}`;
+  const instances = list.reduce((n, m) => n + m.count, 0);
+  progress(`starting nereid (${MAIN}) with ${list.map((m) => m.name).join(', ')}`);
+  const t0 = performance.now();
+  const child = spawn(
+    process.execPath,
+    [
+      MAIN,
+      'serve',
+      `--model-repository=${repo}`,
+      `--http-port=${port}`,
+      '--http-address=127.0.0.1',
+      '--grpc-port=0',
+      '--metrics-port=0',
+      '--log-info=false',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
+  );
+  let output = '';
+  const keep = (b: Buffer): void => void (output = (output + b.toString()).slice(-4000));
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  try {
+    try {
+      const ms = await waitReady(`http://${http}/v2/health/ready`, t0, 180_000, () => child.exitCode === null);
+      progress(`nereid ready in ${ms.toFixed(0)} ms`);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${output}`);
+    }
+    for (const m of list) {
+      const { body, headers } = requestBody(m.vocab);
+      const file = join(work, `${m.name}.bin`);
+      await writeFile(file, body);
+      const path = `/v2/models/${m.name}/infer`;
+      // One checked answer first: the right output shape and size, so a fast error is never counted as a result.
+      const res = await fetch(`http://${http}${path}`, { method: 'POST', body: Buffer.from(body), headers });
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      if (res.status !== 200)
+        throw new Error(`${m.name}: HTTP ${res.status}: ${Buffer.from(bytes).toString().slice(0, 300)}`);
+      const hl = res.headers.get('inference-header-content-length');
+      const out = decodeInferResponse(bytes, hl === null ? undefined : Number(hl)).output('output');
+      if (out.shape.join(',') !== `1,${SEQ},${m.hidden}` || out.datatype !== m.datatype) {
+        throw new Error(`${m.name}: unexpected output ${out.datatype} [${out.shape.join(',')}]`);
+      }
+      for (const c of CONCURRENCY) {
+        try {
+          const before = await inferenceCounts(http, m.name);
+          const r = await drive(http, path, file, headers, c);
+          const after = await inferenceCounts(http, m.name);
+          const avg = (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
+          add({ what: `nereid ${KIND} x${m.count} HTTP binary`, model: m.name, concurrency: c, ...r, avg_batch: avg });
+        } catch (err) {
+          skipped.push(`nereid ${m.name} c=${c}: ${(err as Error).message.split('\n')[0]}`);
+          progress(`FAILED nereid ${m.name} c=${c}: ${(err as Error).message}`);
+        }
+      }
+    }
+  } finally {
+    await stopProcess(child);
+  }
+}
+
+function fmt(n: number | undefined, digits = 0): string {
+  return n === undefined || Number.isNaN(n) ? '–' : n.toFixed(digits);
+}
+
+/** The report: Nereid rows against the onnxruntime baseline at its best batch, absolute numbers beside ratios. */
+function report(ceiling: Row[]): string {
+  const out: string[] = [];
+  const gpu = nvidiaSmi();
+  out.push(
+    `# GPU benchmark (${new Date().toISOString()})`,
+    '',
+    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up.`,
+    '',
+  );
+  out.push('## Baselines (batch sweep, in-process, one run at a time)', '');
+  out.push('| baseline | model | batch | seq/s | p50 µs | p99 µs |', '|---|---|---:|---:|---:|---:|');
+  for (const r of rows.filter((r) => r.batch !== undefined)) {
+    out.push(`| ${r.what} | ${r.model} | ${r.batch} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} |`);
+  }
+  out.push('', '## Nereid (HTTP binary, requests of batch 1, dynamic batching, KIND_GPU)', '');
+  out.push(
+    '| model | instances | c | seq/s | p50 µs | p99 µs | avg batch | onnxruntime best (batch) | ratio | torch fp16 graph best | ratio | c=1 p50 − ort batch-1 p50 |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  const torchBest = best(rows.filter((r) => r.what.startsWith('torch')));
+  for (const m of models()) {
+    const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+    const b = best(base);
+    const b1 = base.find((r) => r.batch === 1);
+    for (const r of rows.filter((x) => x.model === m.name && x.concurrency !== undefined)) {
+      const torch = m.name.startsWith('bert') && torchBest !== undefined;
+      out.push(
+        `| ${m.name} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ` +
+          `${b ? `${fmt(b.seq_s)} (${b.batch})` : '–'} | ${b ? fmt(r.seq_s / b.seq_s, 2) : '–'} | ` +
+          `${torch ? `${fmt(torchBest.seq_s)} (${torchBest.batch})` : '–'} | ${torch ? fmt(r.seq_s / torchBest.seq_s, 2) : '–'} | ` +
+          `${r.concurrency === 1 && b1 ? `${fmt(r.p50_us - b1.p50_us)} µs` : ''} |`,
+      );
+    }
+  }
+  out.push(
+    '',
+    '## Goals (issue 11): ≥ 0.90 of the onnxruntime baseline at its best batch; c=1 p50 ≤ baseline batch-1 p50 + 100 µs',
+    '',
+  );
+  for (const m of models()) {
+    const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+    const b = best(base);
+    const b1 = base.find((r) => r.batch === 1);
+    const mine = rows.filter((r) => r.model === m.name && r.concurrency !== undefined);
+    const top = best(mine);
+    const c1 = mine.find((r) => r.concurrency === 1);
+    if (!b || !top) continue;
+    const ratio = top.seq_s / b.seq_s;
+    out.push(
+      `- ${m.name}: best ${fmt(top.seq_s)} seq/s (c=${top.concurrency}) vs ${fmt(b.seq_s)} (batch ${b.batch}) = ${fmt(ratio, 2)} ${ratio >= 0.9 ? 'MET' : 'NOT MET'}` +
+        (c1 && b1
+          ? `; c=1 p50 ${fmt(c1.p50_us)} µs vs ${fmt(b1.p50_us)} + 100 → ${c1.p50_us <= b1.p50_us + 100 ? 'MET' : 'NOT MET'}`
+          : ''),
+    );
+  }
+  out.push('', '## Load generator ceiling (canned server, same process layout)', '');
+  for (const r of ceiling)
+    out.push(`- c=${r.concurrency}: ${fmt(r.seq_s)} req/s, p50 ${fmt(r.p50_us)} µs (${r.model})`);
+  if (skipped.length > 0) out.push('', '## Skipped or failed', '', ...skipped.map((s) => `- ${s}`));
+  return `${out.join('\n')}\n`;
+}
+
+function best(rs: Row[]): Row | undefined {
+  return rs.reduce<Row | undefined>((a, r) => (a === undefined || r.seq_s > a.seq_s ? r : a), undefined);
+}
+
+function nvidiaSmi(): string {
+  try {
+    return execFileSync('nvidia-smi', ['--query-gpu=name,driver_version,memory.total', '--format=csv,noheader'], {
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    return 'nvidia-smi unavailable';
+  }
+}
+
+export async function runGpuBench(): Promise<void> {
+  const reason = gpuBenchSkipReason();
+  if (reason !== undefined) {
+    process.stdout.write(`GPU benchmark skipped: ${reason}\n`);
+    return;
+  }
+  const work = await mkdtemp(join(tmpdir(), 'nereid-gpu-bench-'));
+  try {
+    await loadgenCeiling(work);
+    const ceiling = rows.splice(0);
+    await baselines();
+    await nereid(work);
+    const md = report(ceiling);
+    const dir = join(ROOT, 'bench/results');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'gpu.md'), md);
+    await writeFile(join(dir, 'gpu.json'), `${JSON.stringify({ rows, ceiling, skipped }, null, 2)}\n`);
+    process.stdout.write(md);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === SELF) await runGpuBench();

@@ -1,0 +1,3 @@
+from .stub import main
+
+main()

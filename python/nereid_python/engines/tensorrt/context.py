@@ -1,0 +1,381 @@
+"""One model instance on the GPU: a CUDA stream, one execution context per optimization profile it may use
+(Triton's ``profile`` in ``instance_group``; profile 0 when none is listed), device buffers sized for the largest
+shapes of those profiles, pinned output staging, and optional CUDA graphs.
+
+A batch: pick the profile (``profiles.select``), set every input's shape on that profile's context, copy the
+inputs from the transport's shared memory (pinned once per segment) straight into the device buffers, run
+``execute_async_v3`` (or a captured graph), copy the requested outputs back, wait on an event, and answer each
+request with views of its rows.
+
+Options (resolved by the host, ``src/backends/tensorrt/options.ts``): ``coalesce`` (inputs of one name that lie
+back to back in shared memory go in one copy; the host lays them out so), ``gather_threshold`` (at least that many
+pieces of one input are gathered on the host into one pinned buffer first), ``allocation`` (STATIC or
+ON_PROFILE_CHANGE, TensorRT's ExecutionContextAllocationStrategy), ``graphs`` / ``graph_specs``,
+``busy_wait_events`` (spin on the completion event instead of sleeping in it), ``output_copy_stream`` (outputs are
+copied on their own stream after an event), ``policy`` (DEVICE_BLOCKING: one batch at a time per GPU).
+
+Threading: one instance is driven by one thread (the stub's), one batch at a time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+from nereid_python import datatypes
+from nereid_python.api import InferenceResponse, TritonError
+from nereid_python.runtime import STATE
+from nereid_python.tensor import Tensor
+
+from . import gpu as cuda, profiles
+from .loader import TensorRTError
+
+
+def _prod(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def _host_view(ptr: int, nbytes: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))[:nbytes]
+
+
+class _Graph:
+    __slots__ = ("graph", "exec")
+
+    def __init__(self, graph, graph_exec) -> None:
+        self.graph = graph
+        self.exec = graph_exec
+
+
+class Instance:
+    def __init__(self, shared, name: str, profile_ids: list[int], max_batch_size: int, options: dict, log) -> None:
+        self.shared = shared
+        self.name = name
+        self.log = log
+        self.o = options
+        self.batching = max_batch_size > 0
+        self.max_batch_size = max_batch_size
+        facts = shared.facts
+        n_profiles = len(facts["profiles"])
+        self.profile_ids = profile_ids or [0]
+        for p in self.profile_ids:
+            if p < 0 or p >= n_profiles:
+                raise TensorRTError(f"instance {name}: profile {p} does not exist; the plan has {n_profiles} optimization profile(s) (0..{n_profiles - 1})", "INVALID_ARG")
+        self.inputs = [t for t in facts["io"] if t["mode"] == "input"]
+        self.outputs = [t for t in facts["io"] if t["mode"] == "output"]
+        for t in facts["io"]:
+            if t["shape_tensor"]:
+                raise TensorRTError(f"tensor '{t['name']}' is a shape tensor; Nereid's TensorRT backend does not serve shape tensors yet", "UNSUPPORTED")
+            if t["datatype"] is None:
+                raise TensorRTError(f"tensor '{t['name']}' is {t['trt_dtype']}, which has no Triton datatype", "UNSUPPORTED")
+            if t["location"] != "device":
+                raise TensorRTError(f"tensor '{t['name']}' lives in host memory; only device tensors are served", "UNSUPPORTED")
+        self.dtypes = {t["name"]: datatypes.TO_NUMPY[t["datatype"]] for t in facts["io"]}
+        trt = shared.trt
+        cuda.set_device(shared.device)
+        self.stream = cuda.stream_create()
+        self.out_stream = cuda.stream_create() if options.get("output_copy_stream") else self.stream
+        blocking = not options.get("busy_wait_events")
+        self.done = cuda.event_create(blocking_sync=blocking)
+        self.computed = cuda.event_create(blocking_sync=blocking) if self.out_stream is not self.stream else None
+        strategy_name = options.get("allocation", "STATIC")
+        strategy = getattr(trt.ExecutionContextAllocationStrategy, strategy_name)
+        free_before, _ = cuda.mem_get_info()
+        self.contexts = {}
+        for p in self.profile_ids:
+            shared.logger.take()
+            ctx = shared.engine.create_execution_context(strategy)
+            if ctx is None:
+                raise TensorRTError(f"instance {name}: TensorRT could not create an execution context: {' | '.join(shared.logger.take()) or 'no reason logged'}")
+            if not ctx.set_optimization_profile_async(p, int(self.stream)):
+                raise TensorRTError(f"instance {name}: cannot select optimization profile {p}: {' | '.join(shared.logger.take())}")
+            self.contexts[p] = ctx
+        cuda.stream_sync(self.stream)
+        free_after, _ = cuda.mem_get_info()
+        self.context_bytes = max(0, free_before - free_after)
+        log(f"instance {name}: {len(self.contexts)} execution context(s) for profile(s) {self.profile_ids} with {strategy_name} allocation took {self.context_bytes / 2**20:.1f} MiB of GPU memory")
+        self.device_buffers: dict[str, int] = {}
+        self.capacity: dict[str, int] = {}
+        self._allocate()
+        self.staging: dict[str, tuple[int, int]] = {}
+        self.gather: dict[str, tuple[int, int]] = {}
+        self.graphs: dict[tuple, _Graph] = {}
+        if options.get("graphs"):
+            self._capture_graphs(options.get("graph_specs") or [])
+
+    # -- set-up ---------------------------------------------------------------------------------------------------
+
+    def _max_shapes(self, p: int) -> dict[str, list[int]]:
+        return {t["name"]: list(self.shared.facts["profiles"][p]["inputs"][t["name"]]["max"]) for t in self.inputs}
+
+    def _allocate(self) -> None:
+        need: dict[str, int] = {}
+        for p, ctx in self.contexts.items():
+            shapes = self._max_shapes(p)
+            for n, s in shapes.items():
+                need[n] = max(need.get(n, 0), _prod(s) * self.dtypes[n].itemsize)
+                if not ctx.set_input_shape(n, s):
+                    raise TensorRTError(f"instance {self.name}: profile {p} rejects its own max shape {s} for '{n}': {' | '.join(self.shared.logger.take())}")
+            for t in self.outputs:
+                shape = [int(d) for d in ctx.get_tensor_shape(t["name"])]
+                if any(d < 0 for d in shape):
+                    raise TensorRTError(f"output '{t['name']}' has a data-dependent shape {shape}; Nereid's TensorRT backend does not serve those yet", "UNSUPPORTED")
+                need[t["name"]] = max(need.get(t["name"], 0), _prod(shape) * self.dtypes[t["name"]].itemsize)
+        for n, size in need.items():
+            self.device_buffers[n] = cuda.malloc(size)
+            self.capacity[n] = size
+        for ctx in self.contexts.values():
+            for n, ptr in self.device_buffers.items():
+                if not ctx.set_tensor_address(n, ptr):
+                    raise TensorRTError(f"instance {self.name}: cannot bind tensor '{n}': {' | '.join(self.shared.logger.take())}")
+
+    def _pinned(self, table: dict, name: str, nbytes: int) -> int:
+        ptr, size = table.get(name, (0, 0))
+        if size < nbytes:
+            if ptr:
+                cuda.free_host(ptr)
+            size = max(nbytes, self.capacity.get(name, nbytes))
+            ptr = cuda.malloc_host(size)
+            table[name] = (ptr, size)
+        return ptr
+
+    def _capture_graphs(self, specs: list[dict]) -> None:
+        """One graph per spec (batch size + input shapes), or, without specs, per batch size 1..max_batch_size
+        when every non-batch dim is fixed in the profile (a graph replays fixed shapes only)."""
+        wanted: list[dict[str, list[int]]] = []
+        p0 = self.profile_ids[0]
+        if specs:
+            for s in specs:
+                shapes = {}
+                for t in self.inputs:
+                    dims = s.get("inputs", {}).get(t["name"])
+                    if dims is None:
+                        rng = self.shared.facts["profiles"][p0]["inputs"][t["name"]]
+                        if rng["min"][1 if self.batching else 0 :] != rng["max"][1 if self.batching else 0 :]:
+                            raise TensorRTError(f"graph_spec (batch_size {s.get('batch_size', 0)}) gives no shape for input '{t['name']}', whose dims are dynamic", "INVALID_ARG")
+                        dims = rng["max"][1:] if self.batching else rng["max"]
+                    shapes[t["name"]] = ([int(s.get("batch_size", 0))] if self.batching else []) + [int(d) for d in dims]
+                wanted.append(shapes)
+        else:
+            fixed = all(
+                r["min"][1:] == r["max"][1:] for r in (self.shared.facts["profiles"][p0]["inputs"][t["name"]] for t in self.inputs)
+            )
+            if not fixed:
+                self.log(f"instance {self.name}: optimization.cuda.graphs is on without graph_spec, but inputs have dynamic non-batch dims: no graph captured (add graph_spec entries)")
+                return
+            rows = range(1, self.max_batch_size + 1) if self.batching else [0]
+            for b in rows:
+                shapes = {t["name"]: ([b] if self.batching else []) + self.shared.facts["profiles"][p0]["inputs"][t["name"]]["max"][1 if self.batching else 0 :] for t in self.inputs}
+                wanted.append(shapes)
+        for shapes in wanted:
+            p = profiles.select(self.shared.facts["profiles"], self.profile_ids, shapes)
+            if p is None:
+                raise TensorRTError(f"graph_spec shapes {shapes} fit none of this instance's profiles {self.profile_ids}", "INVALID_ARG")
+            ctx = self.contexts[p]
+            for n, s in shapes.items():
+                ctx.set_input_shape(n, s)
+            # TensorRT needs one plain run with the new shapes before capture (it applies deferred state then).
+            if not ctx.execute_async_v3(int(self.stream)):
+                raise TensorRTError(f"instance {self.name}: warm-up run before graph capture failed: {' | '.join(self.shared.logger.take())}")
+            cuda.stream_sync(self.stream)
+            cuda.begin_capture(self.stream)
+            ok = ctx.execute_async_v3(int(self.stream))
+            graph = cuda.end_capture(self.stream)
+            if not ok:
+                raise TensorRTError(f"instance {self.name}: graph capture failed: {' | '.join(self.shared.logger.take())}")
+            self.graphs[(p, self._key(shapes))] = _Graph(graph, cuda.graph_instantiate(graph))
+        self.log(f"instance {self.name}: captured {len(self.graphs)} CUDA graph(s)")
+
+    @staticmethod
+    def _key(shapes: dict[str, list[int]]) -> tuple:
+        return tuple((n, tuple(s)) for n, s in sorted(shapes.items()))
+
+    # -- execution ------------------------------------------------------------------------------------------------
+
+    def run(self, requests) -> list:
+        if not self.batching:
+            return [self._run_batch([r])[0] for r in requests]
+        return self._run_batch(requests)
+
+    def _fail(self, msg: str, code: int = TritonError.INVALID_ARG) -> InferenceResponse:
+        return InferenceResponse(error=TritonError(msg, code))
+
+    def _run_batch(self, requests) -> list:
+        responses: list = [None] * len(requests)
+        arrays: list[dict[str, np.ndarray]] = []
+        good: list[int] = []
+        ref: dict[str, list[int]] | None = None
+        for i, req in enumerate(requests):
+            by_name = {t.name(): t for t in req.inputs()}
+            problem = None
+            got: dict[str, np.ndarray] = {}
+            for t in self.inputs:
+                n = t["name"]
+                tensor = by_name.get(n)
+                if tensor is None:
+                    problem = f"request has no input '{n}'"
+                    break
+                if tensor.triton_dtype() != t["datatype"]:
+                    problem = f"input '{n}' is {tensor.triton_dtype()}, the plan takes {t['datatype']}"
+                    break
+                got[n] = tensor.as_numpy()
+            if problem is None and self.batching:
+                rest = {n: list(a.shape[1:]) for n, a in got.items()}
+                if ref is None:
+                    ref = rest
+                elif rest != ref:
+                    problem = f"input shapes {rest} differ from the batch's {ref} beyond the batch dim"
+            if problem is not None:
+                responses[i] = self._fail(problem)
+                continue
+            arrays.append(got)
+            good.append(i)
+        if not good:
+            return responses
+        rows = [int(next(iter(a.values())).shape[0]) if self.batching else 1 for a in arrays]
+        if self.batching:
+            shapes = {t["name"]: [sum(rows)] + ref[t["name"]] for t in self.inputs}  # type: ignore[index]
+        else:
+            shapes = {n: list(a.shape) for n, a in arrays[0].items()}
+        p = profiles.select(self.shared.facts["profiles"], self.profile_ids, shapes)
+        if p is None:
+            msg = profiles.outside_message(self.shared.facts["profiles"], self.profile_ids, shapes)
+            for i in good:
+                responses[i] = self._fail(msg)
+            return responses
+        wanted_outputs = set()
+        for i in good:
+            names = requests[i].requested_output_names()
+            wanted_outputs.update(names if names else [t["name"] for t in self.outputs])
+        lock = self.shared.device_lock if self.o.get("policy", "DEVICE_BLOCKING") == "DEVICE_BLOCKING" else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            out = self._gpu(p, shapes, arrays, wanted_outputs)
+        finally:
+            if lock is not None:
+                lock.release()
+        row = 0
+        for k, i in enumerate(good):
+            n = rows[k]
+            names = requests[i].requested_output_names() or [t["name"] for t in self.outputs]
+            tensors = []
+            for name in names:
+                a = out.get(name)
+                if a is None:
+                    continue  # the host names an unknown output before this point
+                tensors.append(Tensor._wrap(name, a[row : row + n] if self.batching else a, next(t["datatype"] for t in self.outputs if t["name"] == name)))
+            responses[i] = InferenceResponse(output_tensors=tensors)
+            row += n
+        return responses
+
+    def _segment_of(self, address: int):
+        """(base, size) of the host shared-memory segment holding ``address`` (the transport maps each once and
+        keeps it for the process's life), or None for memory elsewhere."""
+        host = STATE.host
+        maps = getattr(host, "_maps", {}) if host is not None else {}
+        for entry in list(maps.values()):
+            base, size = entry[1], entry[2]
+            if base <= address < base + size:
+                return base, size
+        return None
+
+    def _copy_in(self, name: str, pieces: list[np.ndarray]) -> int:
+        """Copies one input's pieces (one per request, in order) into its device buffer; returns copies issued."""
+        dst = self.device_buffers[name]
+        total = sum(a.nbytes for a in pieces)
+        if total > self.capacity[name]:
+            raise TensorRTError(f"input '{name}' needs {total} bytes, the buffer holds {self.capacity[name]}")
+        threshold = int(self.o.get("gather_threshold", 0))
+        if threshold > 0 and len(pieces) >= threshold:
+            ptr = self._pinned(self.gather, name, total)
+            view = _host_view(ptr, total)
+            off = 0
+            for a in pieces:
+                view[off : off + a.nbytes] = a.reshape(-1).view(np.uint8)
+                off += a.nbytes
+            cuda.copy_htod(dst, ptr, total, self.stream)
+            return 1
+        runs: list[list[int]] = []  # [src, nbytes]
+        for a in pieces:
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            src = a.__array_interface__["data"][0]
+            seg = self._segment_of(src)
+            if seg is not None:
+                self.shared.pinning.ensure(*seg)
+            if self.o.get("coalesce") and runs and runs[-1][0] + runs[-1][1] == src:
+                runs[-1][1] += a.nbytes
+            else:
+                runs.append([src, a.nbytes])
+        off = 0
+        for src, n in runs:
+            if n:
+                cuda.copy_htod(dst + off, src, n, self.stream)
+            off += n
+        return len(runs)
+
+    def _gpu(self, p: int, shapes: dict[str, list[int]], arrays: list[dict[str, np.ndarray]], wanted: set) -> dict[str, np.ndarray]:
+        sh = self.shared
+        ctx = self.contexts[p]
+        cuda.set_device(sh.device)
+        sh.logger.take()
+        for n, s in shapes.items():
+            if not ctx.set_input_shape(n, s):
+                raise TensorRTError(f"TensorRT refused shape {s} for input '{n}' (profile {p}): {' | '.join(sh.logger.take())}")
+        for t in self.inputs:
+            self._copy_in(t["name"], [a[t["name"]] for a in arrays])
+        out_shapes = {}
+        for t in self.outputs:
+            if t["name"] in wanted:
+                out_shapes[t["name"]] = [int(d) for d in ctx.get_tensor_shape(t["name"])]
+        graph = self.graphs.get((p, self._key(shapes))) if self.graphs else None
+        if graph is not None:
+            cuda.graph_launch(graph.exec, self.stream)
+        elif not ctx.execute_async_v3(int(self.stream)):
+            raise TensorRTError(f"execute_async_v3 failed: {' | '.join(sh.logger.take()) or 'TensorRT logged no reason'}")
+        if self.computed is not None:
+            cuda.event_record(self.computed, self.stream)
+            cuda.stream_wait(self.out_stream, self.computed)
+        result = {}
+        for name, shape in out_shapes.items():
+            nbytes = _prod(shape) * self.dtypes[name].itemsize
+            ptr = self._pinned(self.staging, name, nbytes)
+            if nbytes:
+                cuda.copy_dtoh(ptr, self.device_buffers[name], nbytes, self.out_stream)
+            result[name] = _host_view(ptr, nbytes).view(self.dtypes[name]).reshape(shape)
+        cuda.event_record(self.done, self.out_stream)
+        if self.o.get("busy_wait_events"):
+            while not cuda.event_done(self.done):
+                time.sleep(0)
+        else:
+            cuda.event_sync(self.done)
+        return result
+
+    def close(self) -> None:
+        try:
+            cuda.set_device(self.shared.device)
+            cuda.stream_sync(self.stream)
+            for g in self.graphs.values():
+                cuda.graph_destroy(g.graph, g.exec)
+            self.graphs.clear()
+            self.contexts.clear()
+            for ptr in self.device_buffers.values():
+                cuda.free(ptr)
+            self.device_buffers.clear()
+            for table in (self.staging, self.gather):
+                for ptr, _ in table.values():
+                    cuda.free_host(ptr)
+                table.clear()
+            cuda.event_destroy(self.done)
+            if self.computed is not None:
+                cuda.event_destroy(self.computed)
+                cuda.stream_destroy(self.out_stream)
+            cuda.stream_destroy(self.stream)
+        except cuda.CudaError as e:
+            self.log(f"instance {self.name}: releasing GPU resources failed: {e}")

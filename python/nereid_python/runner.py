@@ -1,0 +1,296 @@
+"""One model instance in this process: loads ``model.py``, runs ``initialize`` / ``execute`` / ``finalize``, and
+answers the host (``inited``, ``resp``, ``done``, ``finied``).
+
+Threading: ``handle`` runs on the instance's own thread (the main thread for the first instance). ``send_response``
+and ``hold_response`` may be called from any thread (decoupled models answer from their own threads); batch
+bookkeeping is guarded by ``_lock``. ``cancel`` runs on the channel's reader with ``cv`` held and only flips flags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+import itertools
+import os
+import sys
+import threading
+import time
+
+from . import api
+from .api import InferenceRequest, InferenceResponse, TritonModelException, format_exception
+from .runtime import STATE, channel
+from .tensor import read_block, read_tensors, write_tensors
+
+_module_ids = itertools.count()
+
+
+def load_model_class(path: str):
+    """Imports ``model.py`` (its folder first on sys.path, so modules beside it import) and returns its class."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(f"_nereid_model_{next(_module_ids)}", path)
+    if spec is None or spec.loader is None:
+        raise TritonModelException(f"cannot import '{path}' as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    cls = getattr(module, "TritonPythonModel", None)
+    if cls is None:
+        raise TritonModelException(f"'{path}' defines no class TritonPythonModel")
+    return cls
+
+
+def last_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def exit_now(e: SystemExit) -> None:
+    """A model called sys.exit(): the process ends as asked; the host reports the instance as dead."""
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class _Batch:
+    __slots__ = ("flags", "outputs", "final", "held", "returned", "open")
+
+    def __init__(self, n: int) -> None:
+        self.flags = [[False] for _ in range(n)]
+        self.outputs: list[frozenset] = []
+        self.final = [False] * n
+        self.held: dict[int, InferenceResponse] = {}
+        self.returned = False
+        self.open = n
+
+
+class InstanceRunner:
+    def __init__(self, inst: int) -> None:
+        self.inst = inst
+        self.name = f"instance {inst}"
+        self.model = None
+        self.decoupled = False
+        self.batches: dict[int, _Batch] = {}
+        #: Messages for this instance, filled by the channel's reader (the stub assigns it).
+        self.queue = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- messages from the host -------------------------------------------------------------------------------
+
+    def handle(self, msg: dict) -> bool:
+        """Runs one message; returns True once the instance is finalized."""
+        op = msg["op"]
+        if op == "exec":
+            self._execute(msg)
+        elif op == "init":
+            self._init(msg)
+        elif op == "fini":
+            self._finalize()
+            return True
+        return False
+
+    def cancel(self, batch_id: int) -> None:
+        batch = self.batches.get(batch_id)
+        if batch is not None:
+            for flag in batch.flags:
+                flag[0] = True
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def _init(self, msg: dict) -> None:
+        p = msg["payload"]
+        self.name = p["instance_name"]
+        STATE.local.instance = self.name
+        self.decoupled = bool(p.get("decoupled", False))
+        try:
+            cls = load_model_class(p["model_path"])
+            self.model = cls()
+            init = getattr(self.model, "initialize", None)
+            if init is not None:
+                result = init(dict(p["args"]))
+                if inspect.iscoroutine(result):
+                    self._run_async(result)
+        except SystemExit as e:
+            exit_now(e)
+        except BaseException as e:  # noqa: BLE001 - every failure of user code is reported, not fatal here
+            channel().send(
+                {"op": "init_error", "inst": self.inst, "e": {"c": "INTERNAL", "m": last_line(e)}, "tb": format_exception(e)}
+            )
+            return
+        channel().send({"op": "inited", "inst": self.inst})
+
+    def _finalize(self) -> None:
+        fin = getattr(self.model, "finalize", None)
+        error = None
+        if fin is not None:
+            try:
+                result = fin()
+                if inspect.iscoroutine(result):
+                    self._run_async(result)
+            except SystemExit as e:
+                exit_now(e)
+            except BaseException as e:  # noqa: BLE001
+                error = format_exception(e)
+        self.model = None
+        msg = {"op": "finied", "inst": self.inst}
+        if error:
+            msg["tb"] = error
+        channel().send(msg)
+
+    def _run_async(self, coro):
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    # -- execute ------------------------------------------------------------------------------------------------
+
+    def _execute(self, msg: dict) -> None:
+        t0 = time.perf_counter_ns()
+        batch_id = msg["b"]
+        reqs = msg["r"]
+        batch = _Batch(len(reqs))
+        block = read_block(msg.get("blk"))
+        requests = []
+        for i, r in enumerate(reqs):
+            outputs = r.get("o", [])
+            batch.outputs.append(frozenset(outputs))
+            corr = r["cs"] if "cs" in r else int(r.get("c", 0))
+            requests.append(
+                InferenceRequest._incoming(
+                    read_tensors(block, r["i"]),
+                    outputs,
+                    r.get("id", ""),
+                    corr,
+                    r.get("p") or {},
+                    r.get("f", 0),
+                    batch.flags[i],
+                    (self, batch_id, i, batch.flags[i], self.decoupled),
+                )
+            )
+        del block
+        with self._lock:
+            self.batches[batch_id] = batch
+        t1 = time.perf_counter_ns()
+        error = None
+        result = None
+        try:
+            result = self.model.execute(requests)
+            if inspect.iscoroutine(result):
+                result = self._run_async(result)
+        except SystemExit as e:
+            exit_now(e)
+        except BaseException as e:  # noqa: BLE001
+            error = format_exception(e)
+        t2 = time.perf_counter_ns()
+        n = len(requests)
+        del requests
+        done: dict = {"op": "done", "inst": self.inst, "b": batch_id}
+        if error is None:
+            error = self._check_result(result, n)
+        if error is not None:
+            done["err"] = {"c": "INTERNAL", "m": f"Failed to process the request(s) for model instance '{self.name}', message: {error}"}
+        elif result is not None and not self.decoupled:
+            self._encode_batch(batch, result, done)
+        del result
+        t3 = time.perf_counter_ns()
+        done["t"] = [t1 - t0, t2 - t1, t3 - t2]
+        with self._lock:
+            batch.returned = True
+            if done.get("err") is not None or done.get("r") is not None:
+                batch.open = 0
+            if batch.open == 0:
+                self.batches.pop(batch_id, None)
+        channel().send(done)
+
+    def _check_result(self, result, n: int) -> str | None:
+        if self.decoupled:
+            if result is not None:
+                return "a decoupled model's execute() must return None (send responses with the response sender)"
+            return None
+        if result is None:
+            return None  # answered through response senders; the host checks that each request got its final
+        if not isinstance(result, (list, tuple)):
+            return f"Expected a list in the execute return, found type '{type(result).__name__}'."
+        if len(result) != n:
+            return (
+                "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
+                f"InferenceRequest(s) size is:{n}, and InferenceResponse(s) size is:{len(result)}"
+            )
+        for i, r in enumerate(result):
+            if not isinstance(r, InferenceResponse):
+                return f"execute() returned {type(r).__name__} for request {i}; expected an InferenceResponse"
+        return None
+
+    def _encode_batch(self, batch: _Batch, responses, done: dict) -> None:
+        """All responses of a batch in one message and one shared-memory block."""
+        tensors = []
+        spans = []
+        for i, resp in enumerate(responses):
+            if batch.final[i]:
+                spans.append(None)  # already answered through its response sender
+                continue
+            if resp.has_error():
+                spans.append(resp)
+                continue
+            wanted = batch.outputs[i]
+            chosen = [t for t in resp.output_tensors() if not wanted or t.name() in wanted]
+            spans.append((len(tensors), len(chosen), resp))
+            tensors.extend(chosen)
+        try:
+            blk, descs = write_tensors(tensors)
+        except Exception as e:  # noqa: BLE001 - a tensor that cannot be written fails the batch, not the process
+            done["err"] = {"c": "INTERNAL", "m": f"model instance '{self.name}': cannot send outputs: {last_line(e)}"}
+            return
+        out = []
+        for span in spans:
+            if span is None:
+                out.append(None)
+            elif isinstance(span, InferenceResponse):
+                out.append({"e": span.error()._wire()})
+            else:
+                start, count, resp = span
+                entry = {"o": descs[start : start + count]}
+                if resp._params:
+                    entry["p"] = resp._params
+                out.append(entry)
+        done["blk"] = blk
+        done["r"] = out
+
+    # -- response senders -------------------------------------------------------------------------------------
+
+    def hold_response(self, batch_id: int, index: int, response: InferenceResponse) -> None:
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is not None:
+                batch.held[index] = response
+
+    def send_response(self, batch_id: int, index: int, response: InferenceResponse | None, final: bool) -> None:
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or batch.final[index]:
+                raise TritonModelException("Unable to send response. The request has already been answered.")
+            if response is None and final:
+                response = batch.held.pop(index, None)
+            wanted = batch.outputs[index]
+            if final:
+                batch.final[index] = True
+                batch.open -= 1
+                if batch.open == 0 and batch.returned:
+                    self.batches.pop(batch_id, None)
+        msg: dict = {"op": "resp", "inst": self.inst, "b": batch_id, "i": index, "fin": final}
+        if response is None:
+            msg["none"] = True
+        elif response.has_error():
+            msg["e"] = response.error()._wire()
+        else:
+            chosen = [t for t in response.output_tensors() if not wanted or t.name() in wanted]
+            msg["blk"], msg["o"] = write_tensors(chosen)
+            if response._params:
+                msg["p"] = response._params
+        channel().send(msg)
+
+
+__all__ = ["InstanceRunner", "load_model_class", "last_line", "exit_now", "api"]

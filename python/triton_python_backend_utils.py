@@ -1,0 +1,37 @@
+"""Triton's ``triton_python_backend_utils`` API for ``model.py`` files served by Nereid's python backend.
+
+Usage as with Triton: ``import triton_python_backend_utils as pb_utils``. The implementation is Nereid's own
+(``nereid_python.api``); this module only gives it the name model files import.
+"""
+
+from nereid_python.api import (  # noqa: F401
+    TRITONSERVER_MEMORY_CPU,
+    TRITONSERVER_MEMORY_CPU_PINNED,
+    TRITONSERVER_MEMORY_GPU,
+    TRITONSERVER_REQUEST_FLAG_SEQUENCE_END,
+    TRITONSERVER_REQUEST_FLAG_SEQUENCE_START,
+    TRITONSERVER_REQUEST_RELEASE_ALL,
+    TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponse,
+    InferenceResponseSender,
+    Logger,
+    MetricFamily,
+    ModelConfig,
+    TritonError,
+    TritonModelException,
+    deserialize_bytes_tensor,
+    get_input_config_by_name,
+    get_input_tensor_by_name,
+    get_output_config_by_name,
+    get_output_tensor_by_name,
+    is_model_ready,
+    load_model,
+    numpy_to_triton_type,
+    serialize_byte_tensor,
+    triton_string_to_numpy,
+    triton_to_numpy_type,
+    unload_model,
+)
+from nereid_python.tensor import Tensor  # noqa: F401

@@ -1,0 +1,455 @@
+import { CancelledError, InternalError, NereidError, UnavailableError } from '../../../core/errors.js';
+import type { Logger } from '../../../core/logger.js';
+import type { Tensor } from '../../../core/tensor.js';
+import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
+import { fromWireError, type ChildProcessHost, type HostedInstance } from './child.js';
+import type { FromChild, WireRequest, WireResponse } from './protocol.js';
+import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName } from './wire.js';
+
+/**
+ * The host side of one instance living in a child process: `execute` writes the batch's inputs into one
+ * shared-memory block and sends `exec`; the child answers with `resp` (one response, decoupled or through a
+ * response sender) and `done` (execute returned: the batch's responses when the model returned them, its timings,
+ * or its error). Health: the process's exit, or a deadline on `execute` (the process is killed), fails what is in
+ * flight with INTERNAL naming the instance and settles `died`.
+ *
+ * Threading: main thread only. Ownership: inputs are copied into shared memory before `execute` returns control,
+ * so the caller's buffers are never kept; outputs are copied out of the child's block into one new ArrayBuffer
+ * per message and given to the responder.
+ */
+
+export interface ProcessInstanceOptions {
+  /** `<model>_<n>`: in logs and every error. */
+  name: string;
+  /** What the child needs to create the instance (engine-specific, plain data). */
+  payload: unknown;
+  /** Decoupled models answer any number of times per request, after `execute` returns. */
+  decoupled: boolean;
+  /** A call to `execute` in the child must return within this, or the process is killed. 0 = no limit. */
+  executeTimeoutMs: number;
+  /** How long `destroy` waits for the child's finalize (and for its exit) before killing it. */
+  destroyGraceMs: number;
+  /** Turns each response into the one the host receives (pick and order outputs, check them); may throw. */
+  check?: (request: EngineRequest, response: EngineResponse) => EngineResponse;
+  /** Close the process when this instance is destroyed (it hosts only this one). */
+  ownsProcess: boolean;
+  /** 'name': inputs of one name lie back to back across the batch's requests (see writeTensorGroupsByName). */
+  inputLayout?: 'request' | 'name';
+  /** Bound with the instance (and model) by the caller; records here add no such keys again. */
+  logger: Logger;
+}
+
+interface Inflight {
+  readonly id: number;
+  readonly requests: readonly EngineRequest[];
+  readonly responder: Responder;
+  readonly final: boolean[];
+  open: number;
+  returned: boolean;
+  timings: ExecuteTimings | undefined;
+  readonly hostInNs: number;
+  readonly resolve: (t: ExecuteTimings) => void;
+  readonly reject: (e: Error) => void;
+  readonly signal: AbortSignal;
+  readonly onAbort: () => void;
+  /** Settles with the batch, for destroy() to wait on; made only when someone waits. */
+  settled: Promise<void> | undefined;
+  /** `execute` resolved while decoupled requests are still answering. */
+  resolved: boolean;
+  readonly promise: Promise<ExecuteTimings>;
+}
+
+const now = (): bigint => process.hrtime.bigint();
+
+export class ProcessInstance implements Instance, HostedInstance {
+  readonly name: string;
+  readonly died: Promise<Error>;
+  readonly #host: ChildProcessHost;
+  readonly #opts: ProcessInstanceOptions;
+  readonly #id: number;
+  readonly #batches = new Map<number, Inflight>();
+  #nextBatch = 0;
+  #dead: Error | undefined;
+  #destroying: Promise<void> | undefined;
+  #resolveDied!: (e: Error) => void;
+  #execSince = 0;
+  #watchdog: NodeJS.Timeout | undefined;
+  #init: { resolve: () => void; reject: (e: Error) => void } | undefined;
+  #fini: (() => void) | undefined;
+
+  private constructor(host: ChildProcessHost, opts: ProcessInstanceOptions) {
+    this.name = opts.name;
+    this.#host = host;
+    this.#opts = opts;
+    this.died = new Promise((resolve) => (this.#resolveDied = resolve));
+    this.#id = host.attach(this);
+  }
+
+  /** The process this instance lives in (tests kill it to check the health rules). */
+  get pid(): number {
+    return this.#host.pid;
+  }
+
+  /**
+   * Creates the instance in `host` (the child imports the model and runs its initialize). Rejects with the
+   * child's error (the model's exception as `Type: message`); an abort kills the process, since initialize
+   * cannot be interrupted.
+   */
+  static async create(
+    host: ChildProcessHost,
+    opts: ProcessInstanceOptions,
+    signal?: AbortSignal,
+  ): Promise<ProcessInstance> {
+    const inst = new ProcessInstance(host, opts);
+    const onAbort = (): void => host.kill(`was killed: the load of instance ${opts.name} was cancelled`);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        inst.#init = { resolve, reject };
+        if (host.exitCause !== undefined) reject(host.exitCause);
+        else host.send({ op: 'init', inst: inst.#id, payload: opts.payload });
+      });
+    } catch (e) {
+      host.detach(inst.#id);
+      if (signal?.aborted) throw new CancelledError(`creation of instance ${opts.name} was cancelled`);
+      throw e;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if (opts.executeTimeoutMs > 0) {
+      const every = Math.max(50, Math.min(1000, opts.executeTimeoutMs / 4));
+      inst.#watchdog = setInterval(() => inst.#checkDeadline(), every);
+      inst.#watchdog.unref();
+    }
+    return inst;
+  }
+
+  execute(requests: readonly EngineRequest[], responder: Responder, signal: AbortSignal): Promise<ExecuteTimings> {
+    if (this.#dead !== undefined) return Promise.reject(this.#dead);
+    if (this.#destroying !== undefined) {
+      return Promise.reject(new UnavailableError(`instance ${this.name} is being destroyed`));
+    }
+    if (signal.aborted) return Promise.reject(new CancelledError('request was cancelled before execution'));
+    const t0 = now();
+    let blk: [number, number, number] | null;
+    let descs;
+    try {
+      const write = this.#opts.inputLayout === 'name' ? writeTensorGroupsByName : writeTensorGroups;
+      ({ blk, descs } = write(
+        this.#host.arena,
+        requests.map((r) => r.inputs),
+      ));
+    } catch (e) {
+      return Promise.reject(NereidError.from(e));
+    }
+    const wire: WireRequest[] = requests.map((r, i) => {
+      const w: WireRequest = { i: descs[i], o: [...r.outputs] };
+      if (r.id) w.id = r.id;
+      if (r.correlationId !== undefined) {
+        if (typeof r.correlationId === 'string') w.cs = r.correlationId;
+        else if (r.correlationId !== 0n) w.c = r.correlationId.toString();
+      }
+      if (r.parameters !== undefined) w.p = plainParams(r.parameters);
+      return w;
+    });
+    const id = this.#nextBatch++;
+    let resolve!: (t: ExecuteTimings) => void;
+    let reject!: (e: Error) => void;
+    const promise = new Promise<ExecuteTimings>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const onAbort = (): void => this.#host.send({ op: 'cancel', inst: this.#id, b: id });
+    const batch: Inflight = {
+      id,
+      requests,
+      responder,
+      final: new Array<boolean>(requests.length).fill(false),
+      open: requests.length,
+      returned: false,
+      timings: undefined,
+      hostInNs: Number(now() - t0),
+      resolve,
+      reject,
+      signal,
+      onAbort,
+      settled: undefined,
+      resolved: false,
+      promise,
+    };
+    this.#batches.set(id, batch);
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.#execSince = performance.now();
+    this.#host.send({ op: 'exec', inst: this.#id, b: id, blk, r: wire });
+    return promise;
+  }
+
+  // -- messages from the child ----------------------------------------------------------------------------------
+
+  onMessage(msg: FromChild): void {
+    switch (msg.op) {
+      case 'resp':
+        this.#onResp(msg);
+        return;
+      case 'done':
+        this.#onDone(msg);
+        return;
+      case 'inited': {
+        const p = this.#init;
+        this.#init = undefined;
+        p?.resolve();
+        return;
+      }
+      case 'init_error': {
+        const p = this.#init;
+        this.#init = undefined;
+        if (msg.tb) this.#opts.logger.error(`initialize() of instance ${this.name} failed:\n${msg.tb}`);
+        const e = fromWireError(msg.e, 'initialize failed');
+        p?.reject(
+          new (e.constructor as typeof InternalError)(`instance ${this.name}: initialize() failed: ${e.message}`),
+        );
+        return;
+      }
+      case 'finied':
+        if (msg.tb) this.#opts.logger.warn(`finalize() of instance ${this.name} raised:\n${msg.tb}`);
+        this.#fini?.();
+        return;
+      default:
+        this.#opts.logger.warn({ op: msg.op }, `instance ${this.name}: unexpected '${msg.op}' message`);
+    }
+  }
+
+  #who(): string {
+    return `instance ${this.name} (${this.#host.label})`;
+  }
+
+  /** The tensors of a child message (one list per response); the child's block is handed back either way. */
+  #read(blk: [number, number] | null | undefined, groups: (WireResponse | null | undefined)[]): Tensor[][] {
+    let bytes = 0;
+    try {
+      const r = readTensorGroups(
+        this.#host.peer,
+        blk,
+        groups.map((g) => g?.o),
+        this.#who(),
+      );
+      bytes = r.bytes;
+      return r.tensors;
+    } finally {
+      if (blk) this.#host.freeLater(blk[0], blk[1], bytes);
+    }
+  }
+
+  #onResp(msg: Extract<FromChild, { op: 'resp' }>): void {
+    const b = this.#batches.get(msg.b);
+    if (b === undefined || !Number.isInteger(msg.i) || msg.i < 0 || msg.i >= b.requests.length) {
+      if (msg.blk) this.#host.freeLater(msg.blk[0], msg.blk[1], 0);
+      return;
+    }
+    const t0 = now();
+    let resp: EngineResponse | Error | null;
+    if (msg.e) resp = fromWireError(msg.e, 'model error');
+    else if (msg.none) resp = null;
+    else {
+      try {
+        resp = { outputs: this.#read(msg.blk, [msg])[0] };
+        if (msg.p) resp.parameters = msg.p;
+      } catch (e) {
+        resp = NereidError.from(e);
+      }
+    }
+    if (resp === null && msg.fin && !this.#opts.decoupled) {
+      resp = new InternalError(
+        `Failed to process the request(s) for model instance '${this.name}', message: the model sent TRITONSERVER_RESPONSE_COMPLETE_FINAL without a response for request ${msg.i}; a model that is not decoupled answers every request exactly once`,
+      );
+    }
+    this.#deliver(b, msg.i, resp, msg.fin === true);
+    if (b.timings !== undefined) b.timings.computeOutputNs += Number(now() - t0);
+    this.#maybeSettle(b);
+  }
+
+  #onDone(msg: Extract<FromChild, { op: 'done' }>): void {
+    const b = this.#batches.get(msg.b);
+    if (b === undefined) {
+      if (msg.blk) this.#host.freeLater(msg.blk[0], msg.blk[1], 0);
+      return;
+    }
+    this.#execSince = 0;
+    const t0 = now();
+    const [inNs, inferNs, outNs] = Array.isArray(msg.t) ? msg.t : [0, 0, 0];
+    b.returned = true;
+    if (msg.err) {
+      this.#finish(b);
+      b.reject(fromWireError(msg.err, `instance ${this.name}: execute failed`));
+      return;
+    }
+    if (msg.r) {
+      let outputs: Tensor[][] | undefined;
+      let readError: Error | undefined;
+      try {
+        outputs = this.#read(msg.blk, msg.r);
+      } catch (e) {
+        readError = NereidError.from(e);
+      }
+      msg.r.forEach((r, i) => {
+        if (r === null || i >= b.requests.length) return;
+        if (r.e) this.#deliver(b, i, fromWireError(r.e, 'model error'), true);
+        else if (readError) this.#deliver(b, i, readError, true);
+        else this.#deliver(b, i, r.p ? { outputs: outputs![i], parameters: r.p } : { outputs: outputs![i] }, true);
+      });
+    }
+    if (!this.#opts.decoupled) {
+      for (let i = 0; i < b.requests.length; i++) {
+        if (!b.final[i]) {
+          this.#deliver(
+            b,
+            i,
+            new InternalError(
+              `Failed to process the request(s) for model instance '${this.name}', message: execute() returned None but sent no final response for request ${i}`,
+            ),
+            true,
+          );
+        }
+      }
+    }
+    b.timings = {
+      computeInputNs: b.hostInNs + inNs,
+      computeInferNs: inferNs,
+      computeOutputNs: outNs + Number(now() - t0),
+    };
+    this.#maybeSettle(b);
+  }
+
+  #deliver(b: Inflight, index: number, resp: EngineResponse | Error | null, final: boolean): void {
+    if (b.final[index]) return;
+    let r = resp;
+    if (r !== null && !(r instanceof Error) && this.#opts.check !== undefined) {
+      try {
+        r = this.#opts.check(b.requests[index], r);
+      } catch (e) {
+        r = NereidError.from(e);
+      }
+    }
+    if (final) {
+      b.final[index] = true;
+      b.open--;
+    }
+    b.responder.send(index, r, { final });
+  }
+
+  /**
+   * A batch's `execute` resolves once the model's execute returned and (not decoupled) every request had its
+   * final response. A decoupled model's requests may answer later (Triton's decoupled models keep streaming from
+   * their own threads while the instance takes the next batch); the scheduler gets those finals through the
+   * responder, and the batch stays here until the last one.
+   */
+  #maybeSettle(b: Inflight): void {
+    if (!b.returned || b.timings === undefined) return;
+    if (this.#opts.decoupled && !b.resolved) {
+      b.resolved = true;
+      b.resolve(b.timings);
+    }
+    if (b.open > 0) return;
+    this.#finish(b);
+    b.resolve(b.timings);
+  }
+
+  /** Fails every request of `b` still without a final response (its promise already resolved or rejects next). */
+  #failOpen(b: Inflight, err: Error): void {
+    for (let i = 0; i < b.requests.length; i++) if (!b.final[i]) this.#deliver(b, i, err, true);
+  }
+
+  #finish(b: Inflight): void {
+    this.#batches.delete(b.id);
+    b.signal.removeEventListener('abort', b.onAbort);
+    b.final.fill(true);
+    b.open = 0;
+  }
+
+  #checkDeadline(): void {
+    if (this.#execSince === 0 || this.#dead !== undefined) return;
+    const limit = this.#opts.executeTimeoutMs;
+    if (performance.now() - this.#execSince > limit) {
+      this.#host.kill(`did not return from execute within ${formatMs(limit)} and was killed`);
+    }
+  }
+
+  // -- health -----------------------------------------------------------------------------------------------------
+
+  onExit(how: string): void {
+    if (this.#dead !== undefined) return;
+    const err = new InternalError(`instance ${this.name} (${this.#host.label}) ${how}`);
+    this.#dead = err;
+    clearInterval(this.#watchdog);
+    this.#init?.reject(err);
+    this.#init = undefined;
+    for (const b of [...this.#batches.values()]) {
+      if (b.resolved) this.#failOpen(b, err);
+      this.#finish(b);
+      b.reject(err);
+    }
+    this.#fini?.();
+    if (this.#destroying === undefined) {
+      this.#opts.logger.error({ childPid: this.#host.pid }, err.message);
+      this.#resolveDied(err);
+    }
+  }
+
+  /** Waits for the batch in flight, asks the child to finalize, then closes (or kills) its process. Idempotent. */
+  destroy(): Promise<void> {
+    this.#destroying ??= this.#destroy();
+    return this.#destroying;
+  }
+
+  async #destroy(): Promise<void> {
+    await Promise.all(
+      [...this.#batches.values()].map(
+        (b) =>
+          (b.settled ??= b.promise.then(
+            () => undefined,
+            () => undefined,
+          )),
+      ),
+    );
+    clearInterval(this.#watchdog);
+    const grace = this.#opts.destroyGraceMs;
+    if (this.#dead === undefined) {
+      const finalized = new Promise<void>((resolve) => (this.#fini = resolve));
+      this.#host.send({ op: 'fini', inst: this.#id });
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), grace);
+        timer.unref();
+      });
+      if (await Promise.race([finalized.then(() => false), timedOut])) {
+        this.#opts.logger.warn(
+          `instance ${this.name}: finalize() did not return within ${formatMs(grace)}; killing ${this.#host.label}`,
+        );
+        this.#host.kill(`was killed: finalize() of instance ${this.name} did not return within ${formatMs(grace)}`);
+      }
+      clearTimeout(timer);
+      // Decoupled requests the model never finished cannot be answered any more.
+      for (const b of [...this.#batches.values()]) {
+        this.#failOpen(b, new UnavailableError(`instance ${this.name} was unloaded before it finished this request`));
+        this.#finish(b);
+      }
+    }
+    this.#host.detach(this.#id);
+    if (this.#opts.ownsProcess || this.#host.instanceCount === 0) await this.#host.close(grace);
+  }
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
+/** Parameters as JSON can carry them (a bigint beyond 2^53 travels as its decimal text). */
+function plainParams(
+  p: Readonly<Record<string, string | number | boolean | bigint>>,
+): Record<string, string | number | boolean> {
+  const out: Record<string, string | number | boolean> = {};
+  for (const [k, v] of Object.entries(p)) {
+    out[k] = typeof v === 'bigint' ? (Number.isSafeInteger(Number(v)) ? Number(v) : v.toString()) : v;
+  }
+  return out;
+}

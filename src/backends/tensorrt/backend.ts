@@ -1,0 +1,308 @@
+import { stat } from 'node:fs/promises';
+import type { ModelConfig } from '../../config/model-config.js';
+import type { DataType } from '../../core/datatypes.js';
+import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type {
+  AutoCompleteContext,
+  Backend,
+  EngineLoadContext,
+  EngineRequest,
+  ExecuteTimings,
+  Instance,
+  InstanceKind,
+  InstanceSpec,
+  ModelHandle,
+  Responder,
+} from '../contract.js';
+import { responseChecker } from '../python/check.js';
+import { ChildProcessHost } from '../runtime/process/child.js';
+import { ProcessInstance } from '../runtime/process/instance.js';
+import { unlinkStaleSegments } from '../runtime/process/shm.js';
+import { ENGINE_MODEL_PY, resolveEnvironment, type TensorRTEnvironment } from './environment.js';
+import {
+  checkAgainstPlan,
+  completeFromPlan,
+  instanceProfiles,
+  requestOutsideProfiles,
+  type PlanFacts,
+} from './facts.js';
+import { backendOptions, modelOptions, type TensorRTBackendOptions, type TensorRTModelOptions } from './options.js';
+import { probePlan } from './probe.js';
+
+/**
+ * Triton's tensorrt backend (`platform: "tensorrt_plan"`, `backend: "tensorrt"`, `model.plan`) over the
+ * child-process transport: per model version, ONE Python process per GPU hosting every instance on that GPU (one
+ * TensorRT runtime and engine per process, as Triton shares them per device; each instance an execution context
+ * per optimization profile with its own CUDA stream, on its own thread). The engine is
+ * python/nereid_python/engines/tensorrt; this side resolves options, reads the plan's facts for auto-complete and
+ * checks each request against the instance's profiles before it reaches the GPU (a 400 naming the allowed range).
+ *
+ * Threading: main thread only.
+ */
+
+/** Datatypes a TensorRT plan's I/O can have that Triton has names for. */
+const DATATYPES: readonly DataType[] = ['BOOL', 'UINT8', 'INT8', 'INT32', 'INT64', 'FP16', 'FP32', 'BF16'];
+const KINDS: readonly InstanceKind[] = ['KIND_GPU'];
+const SHM_PREFIX = 'nereid_trt_';
+
+export interface TensorRTBackendInit {
+  /** Folders put first on the engine process's PYTHONPATH (tests: the TensorRT test double). */
+  pythonPath?: readonly string[];
+  /** Extra environment of the engine processes (tests: the double's hooks). */
+  env?: Readonly<Record<string, string>>;
+}
+
+let serial = 0;
+
+export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { readonly kinds: readonly InstanceKind[] } {
+  /** Facts by plan path, valid while the file's size and mtime (and the loading options) are unchanged. */
+  const factsCache = new Map<string, { key: string; facts: PlanFacts }>();
+  let cleaned = false;
+
+  const environment = (o: TensorRTBackendOptions): TensorRTEnvironment =>
+    resolveEnvironment(o, init.pythonPath ?? [], init.env ?? {});
+
+  async function factsFor(
+    plan: string,
+    o: TensorRTBackendOptions,
+    device: number,
+    signal?: AbortSignal,
+  ): Promise<PlanFacts> {
+    let st;
+    try {
+      st = await stat(plan);
+    } catch (e) {
+      throw new NotFoundError(`TensorRT plan '${plan}' does not exist`, { cause: e });
+    }
+    if (!st.isFile()) throw new InvalidArgError(`TensorRT plan '${plan}' is not a file`);
+    const key = `${st.size}:${st.mtimeMs}:${o.versionCompatible}:${o.plugins.join(';')}`;
+    const hit = factsCache.get(plan);
+    if (hit?.key === key) return hit.facts;
+    const facts = await probePlan(plan, environment(o), {
+      device,
+      versionCompatible: o.versionCompatible,
+      plugins: o.plugins,
+      timeoutMs: o.startTimeoutMs,
+      signal,
+    });
+    factsCache.set(plan, { key, facts });
+    return facts;
+  }
+
+  return {
+    name: 'tensorrt',
+    platforms: ['tensorrt_plan'],
+    defaultModelFilename: 'model.plan',
+    datatypes: DATATYPES,
+    sections: ['model_warmup', 'response_cache'],
+    kinds: KINDS,
+
+    /** Triton's tensorrt auto-complete from the plan (read on the first instance group's first GPU). */
+    async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
+      const name = (ctx as { modelName?: string }).modelName ?? config.name ?? '';
+      requireGpuKinds(config, name);
+      const o = backendOptions(ctx.backendConfig);
+      const device = config.instance_group?.[0]?.gpus?.[0] ?? 0;
+      const facts = await factsFor(ctx.modelPath, o, device, ctx.signal);
+      const completed = ctx.autoComplete
+        ? completeFromPlan(config, facts, name, (m) => ctx.logger.warn({ model: name }, m))
+        : config;
+      checkAgainstPlan(completed, facts, name);
+      modelOptions(completed);
+      return completed;
+    },
+
+    async load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle> {
+      const name = ctx.name;
+      requireGpuKinds(ctx.config, name);
+      const o = backendOptions(ctx.backendConfig);
+      const mo = modelOptions(ctx.config);
+      const logger = ctx.logger.child({ model: name, version: ctx.version });
+      for (const n of mo.notes) logger.warn(`model '${name}': ${n}`);
+      const env = environment(o);
+      const firstDevice = ctx.config.instance_group?.[0]?.gpus?.[0] ?? 0;
+      const facts = await factsFor(ctx.modelPath, o, firstDevice, signal);
+      checkAgainstPlan(ctx.config, facts, name);
+      if (!cleaned) {
+        cleaned = true;
+        unlinkStaleSegments(SHM_PREFIX);
+      }
+      logger.info(
+        `model '${name}' version ${ctx.version}: TensorRT ${facts.trt_version} (${facts.flavor ?? 'full'} runtime) on ${facts.device_name ?? 'GPU'}, python ${env.executable} (from ${env.source}); ${facts.profiles.length} optimization profile(s)`,
+      );
+      const hosts = new Map<number, Promise<ChildProcessHost>>();
+      const batching = (ctx.config.max_batch_size ?? 0) > 0;
+      const check = responseChecker(ctx.config, name);
+
+      const hostFor = async (device: number, sig?: AbortSignal): Promise<ChildProcessHost> => {
+        // One process per GPU: instances restarted together after a crash must all land in the same new one.
+        for (let existing = hosts.get(device); existing !== undefined; existing = hosts.get(device)) {
+          const h = await existing.catch(() => undefined);
+          if (h !== undefined && h.alive) return h;
+          if (hosts.get(device) === existing) hosts.delete(device);
+        }
+        const started = ChildProcessHost.start(
+          {
+            kind: 'tensorrt process',
+            command: env.executable,
+            args: ['-m', 'nereid_python'],
+            env: env.env,
+            shm: {
+              prefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
+              defaultByteSize: o.shmDefaultByteSize,
+              growthByteSize: o.shmGrowthByteSize,
+            },
+            startTimeoutMs: o.startTimeoutMs,
+            logger: logger.child({ gpu: device }),
+          },
+          sig,
+        ).catch((e: unknown) => {
+          const err = NereidError.from(e);
+          if (/No module named 'numpy'/.test(err.message)) {
+            throw new UnavailableError(
+              `python '${env.executable}' (from ${env.source}) has no numpy: run 'nereid tensorrt setup'`,
+              { cause: e },
+            );
+          }
+          throw err;
+        });
+        hosts.set(device, started);
+        return started;
+      };
+
+      return {
+        async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
+          if (spec.kind !== 'KIND_GPU') {
+            throw new UnsupportedError(
+              `model '${name}': instance ${spec.name} is ${spec.kind}; TensorRT plans run on GPUs only (KIND_GPU)`,
+            );
+          }
+          const profiles = instanceProfiles(spec.profiles, facts, `model '${name}': instance ${spec.name}`);
+          const host = await hostFor(spec.device, sig);
+          const inner = await ProcessInstance.create(
+            host,
+            {
+              name: spec.name,
+              decoupled: false,
+              executeTimeoutMs: 0,
+              destroyGraceMs: 30_000,
+              ownsProcess: false,
+              logger: logger.child({ instance: spec.name }),
+              check,
+              inputLayout: o.coalesceRequestInput ? 'name' : 'request',
+              payload: {
+                instance_name: spec.name,
+                model_path: ENGINE_MODEL_PY,
+                decoupled: false,
+                args: {
+                  plan: ctx.modelPath,
+                  device: String(spec.device),
+                  profiles: JSON.stringify(profiles),
+                  max_batch_size: String(ctx.config.max_batch_size ?? 0),
+                  instance_name: spec.name,
+                  options: JSON.stringify(engineOptions(o, mo)),
+                },
+              },
+            },
+            sig,
+          );
+          return new ProfileCheckedInstance(inner, facts, profiles, batching, name);
+        },
+        async unload(): Promise<void> {
+          const all = await Promise.all([...hosts.values()].map((p) => p.catch(() => undefined)));
+          hosts.clear();
+          await Promise.all(all.map((h) => h?.close(30_000) ?? Promise.resolve()));
+        },
+      };
+    },
+
+    async close(): Promise<void> {
+      factsCache.clear();
+    },
+  };
+}
+
+/** What the engine process needs of the options (python/nereid_python/engines/tensorrt/context.py). */
+export function engineOptions(o: TensorRTBackendOptions, mo: TensorRTModelOptions): Record<string, unknown> {
+  return {
+    coalesce: o.coalesceRequestInput,
+    plugins: o.plugins,
+    version_compatible: o.versionCompatible,
+    policy: o.executionPolicy,
+    allocation: mo.allocation,
+    graphs: mo.graphs,
+    graph_specs: mo.graphSpecs.map((s) => ({ batch_size: s.batchSize, inputs: s.inputs })),
+    busy_wait_events: mo.busyWaitEvents,
+    output_copy_stream: mo.outputCopyStream,
+    gather_threshold: mo.gatherKernelBufferThreshold,
+  };
+}
+
+function requireGpuKinds(config: ModelConfig, name: string): void {
+  for (const [i, g] of (config.instance_group ?? []).entries()) {
+    if (g.kind === 'KIND_CPU' || g.kind === 'KIND_MODEL') {
+      throw new UnsupportedError(
+        `model '${name}': instance_group[${i}] is ${g.kind}, but TensorRT plans run on GPUs only: use KIND_GPU (or KIND_AUTO on a machine with a GPU)`,
+      );
+    }
+  }
+}
+
+/**
+ * An instance whose requests are checked against its optimization profiles first: a request no profile can hold
+ * is answered INVALID_ARG (400) naming the allowed ranges, the others go to the engine process.
+ */
+class ProfileCheckedInstance implements Instance {
+  readonly name: string;
+  readonly died: Promise<Error>;
+  readonly #inner: ProcessInstance;
+  readonly #facts: PlanFacts;
+  readonly #profiles: readonly number[];
+  readonly #model: string;
+
+  constructor(
+    inner: ProcessInstance,
+    facts: PlanFacts,
+    profiles: readonly number[],
+    _batching: boolean,
+    model: string,
+  ) {
+    this.name = inner.name;
+    this.died = inner.died;
+    this.#inner = inner;
+    this.#facts = facts;
+    this.#profiles = profiles;
+    this.#model = model;
+  }
+
+  /** The engine process (tests kill it to check the health rules). */
+  get pid(): number {
+    return this.#inner.pid;
+  }
+
+  execute = (
+    requests: readonly EngineRequest[],
+    responder: Responder,
+    signal: AbortSignal,
+  ): Promise<ExecuteTimings> => {
+    const ok: number[] = [];
+    requests.forEach((r, i) => {
+      const shapes = new Map(r.inputs.map((t) => [t.name, t.shape]));
+      const outside = requestOutsideProfiles(this.#facts, this.#profiles, shapes);
+      if (outside === undefined) ok.push(i);
+      else responder.send(i, new InvalidArgError(`model '${this.#model}': ${outside}`), { final: true });
+    });
+    if (ok.length === requests.length) return this.#inner.execute(requests, responder, signal);
+    if (ok.length === 0) return Promise.resolve({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
+    return this.#inner.execute(
+      ok.map((i) => requests[i]),
+      { send: (j, resp, o) => responder.send(ok[j], resp, o) },
+      signal,
+    );
+  };
+
+  destroy(): Promise<void> {
+    return this.#inner.destroy();
+  }
+}

@@ -1,0 +1,2 @@
+export { tensorrtBackend, type TensorRTBackendInit } from './backend.js';
+export type { PlanFacts } from './facts.js';

@@ -1,0 +1,237 @@
+import type { ModelConfig } from '../../config/model-config.js';
+import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import type { BackendConfig } from '../contract.js';
+
+/**
+ * The TensorRT backend's settings, resolved once per load and frozen:
+ * - `--backend-config=tensorrt,<key>=<value>`: Triton's `coalesce-request-input`, `plugins` (`;`-separated
+ *   libraries loaded before any engine), `version-compatible`, `execution-policy` (DEVICE_BLOCKING, Triton's
+ *   default, or BLOCKING); Nereid's own `python-executable`, `start-timeout-seconds`, `shm-default-byte-size`,
+ *   `shm-growth-byte-size` (the engine runs in a Python process).
+ * - the model config knobs Triton's tensorrt backend reads: parameter `execution_context_allocation_strategy`
+ *   (STATIC, ON_PROFILE_CHANGE), `optimization { cuda { graphs, graph_spec, busy_wait_events, output_copy_stream } }`,
+ *   `optimization.gather_kernel_buffer_threshold`, `optimization.eager_batching`.
+ * An unknown key or a bad value is a load error naming it (Triton ignores some silently; Nereid does not).
+ */
+
+export type ExecutionPolicy = 'DEVICE_BLOCKING' | 'BLOCKING';
+export type AllocationStrategy = 'STATIC' | 'ON_PROFILE_CHANGE';
+
+export interface TensorRTBackendOptions {
+  coalesceRequestInput: boolean;
+  plugins: readonly string[];
+  versionCompatible: boolean;
+  executionPolicy: ExecutionPolicy;
+  pythonExecutable: string | undefined;
+  startTimeoutMs: number;
+  shmDefaultByteSize: number;
+  shmGrowthByteSize: number;
+}
+
+/** A `graph_spec` entry: the batch size and the (non-batch) input dims a CUDA graph is captured for. */
+export interface GraphSpec {
+  batchSize: number;
+  inputs: Record<string, number[]>;
+}
+
+export interface TensorRTModelOptions {
+  allocation: AllocationStrategy;
+  graphs: boolean;
+  graphSpecs: readonly GraphSpec[];
+  busyWaitEvents: boolean;
+  outputCopyStream: boolean;
+  gatherKernelBufferThreshold: number;
+  eagerBatching: boolean;
+  /** What the operator should know: knobs accepted with no effect in Nereid's execution model. */
+  notes: readonly string[];
+}
+
+export const BACKEND_DEFAULTS = Object.freeze({
+  coalesceRequestInput: false,
+  versionCompatible: false,
+  executionPolicy: 'DEVICE_BLOCKING' as ExecutionPolicy,
+  // Importing TensorRT and deserializing a large plan take seconds; a first CUDA context takes more.
+  startTimeoutMs: 300_000,
+  shmDefaultByteSize: 16 << 20,
+  shmGrowthByteSize: 16 << 20,
+});
+
+/** Keys Triton hands every backend (global settings) that this one does not use. */
+const IGNORED = new Set(['default-max-batch-size', 'auto-complete-config', 'backend-directory']);
+
+const KNOWN = [
+  'coalesce-request-input',
+  'plugins',
+  'version-compatible',
+  'execution-policy',
+  'python-executable',
+  'start-timeout-seconds',
+  'shm-default-byte-size',
+  'shm-growth-byte-size',
+];
+
+/** Triton's ParseBoolValue: true/on/1 and false/off/0, any case. */
+export function parseBool(key: string, raw: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (v === 'true' || v === 'on' || v === '1') return true;
+  if (v === 'false' || v === 'off' || v === '0') return false;
+  throw new InvalidArgError(`--backend-config=tensorrt,${key}=${raw}: expected true or false`);
+}
+
+function intAtLeast(key: string, raw: string, min: number): number {
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new InvalidArgError(`--backend-config=tensorrt,${key}=${raw}: expected an integer >= ${min}`);
+  }
+  return n;
+}
+
+export function backendOptions(cfg: BackendConfig): TensorRTBackendOptions {
+  const o: TensorRTBackendOptions = { ...BACKEND_DEFAULTS, plugins: [], pythonExecutable: undefined };
+  for (const [key, raw] of Object.entries(cfg)) {
+    switch (key) {
+      case 'coalesce-request-input':
+        o.coalesceRequestInput = parseBool(key, raw);
+        break;
+      case 'version-compatible':
+        o.versionCompatible = parseBool(key, raw);
+        break;
+      case 'plugins': {
+        const libs = raw
+          .split(';')
+          .map((s) => s.trim())
+          .filter((s) => s !== '');
+        if (libs.length === 0) throw new InvalidArgError(`--backend-config=tensorrt,plugins: names no library`);
+        const relative = libs.filter((l) => !l.startsWith('/'));
+        if (relative.length > 0) {
+          throw new InvalidArgError(
+            `--backend-config=tensorrt,plugins: '${relative[0]}' is not an absolute path; give each plugin library as /path/lib.so (';' between them)`,
+          );
+        }
+        o.plugins = Object.freeze(libs);
+        break;
+      }
+      case 'execution-policy':
+        if (raw !== 'DEVICE_BLOCKING' && raw !== 'BLOCKING') {
+          throw new InvalidArgError(
+            `--backend-config=tensorrt,execution-policy=${raw}: expected DEVICE_BLOCKING (the default: one batch at a time per GPU) or BLOCKING (instances of a GPU run side by side)`,
+          );
+        }
+        o.executionPolicy = raw;
+        break;
+      case 'python-executable':
+        o.pythonExecutable = raw;
+        break;
+      case 'start-timeout-seconds': {
+        const s = Number(raw);
+        if (!Number.isFinite(s) || s <= 0) {
+          throw new InvalidArgError(`--backend-config=tensorrt,${key}=${raw}: expected seconds > 0`);
+        }
+        o.startTimeoutMs = Math.round(s * 1000);
+        break;
+      }
+      case 'shm-default-byte-size':
+        o.shmDefaultByteSize = intAtLeast(key, raw, 4096);
+        break;
+      case 'shm-growth-byte-size':
+        o.shmGrowthByteSize = intAtLeast(key, raw, 4096);
+        break;
+      default:
+        if (!IGNORED.has(key)) {
+          throw new InvalidArgError(
+            `--backend-config=tensorrt,${key}: unknown key; the tensorrt backend knows ${KNOWN.join(', ')}`,
+          );
+        }
+    }
+  }
+  return Object.freeze(o);
+}
+
+const ALLOCATION: readonly string[] = ['STATIC', 'ON_PROFILE_CHANGE'];
+
+function dimsOf(where: string, v: unknown): number[] {
+  const dims = (v as { dim?: unknown } | undefined)?.dim;
+  if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && (d as number) > 0)) {
+    throw new InvalidArgError(`${where}: expected dim: [...] of positive integers`);
+  }
+  return dims as number[];
+}
+
+export function modelOptions(config: ModelConfig): TensorRTModelOptions {
+  const name = config.name ?? '';
+  const where = `model '${name}'`;
+  const notes: string[] = [];
+  const rawStrategy = config.parameters?.execution_context_allocation_strategy?.string_value;
+  let allocation: AllocationStrategy = 'STATIC';
+  if (rawStrategy !== undefined) {
+    if (!ALLOCATION.includes(rawStrategy)) {
+      throw new InvalidArgError(
+        `${where}: parameter execution_context_allocation_strategy is '${rawStrategy}'; expected STATIC (one allocation, the largest over all profiles) or ON_PROFILE_CHANGE (re-allocated for the profile in use)`,
+      );
+    }
+    allocation = rawStrategy as AllocationStrategy;
+  }
+  const opt = config.optimization ?? {};
+  const cuda = (opt.cuda ?? {}) as {
+    graphs?: boolean;
+    busy_wait_events?: boolean;
+    output_copy_stream?: boolean;
+    graph_spec?: { batch_size?: number; input?: Record<string, unknown>; graph_lower_bound?: unknown }[];
+  };
+  const graphSpecs: GraphSpec[] = [];
+  for (const [i, s] of (cuda.graph_spec ?? []).entries()) {
+    const w = `${where}: optimization.cuda.graph_spec[${i}]`;
+    if (s.graph_lower_bound !== undefined) {
+      throw new UnsupportedError(
+        `${w}: graph_lower_bound is not supported by Nereid's TensorRT backend yet (a graph is replayed for its exact shapes only); remove it`,
+      );
+    }
+    const batchSize = s.batch_size ?? 0;
+    if (!Number.isSafeInteger(batchSize) || batchSize < 0) throw new InvalidArgError(`${w}: batch_size must be >= 0`);
+    if ((config.max_batch_size ?? 0) > 0 && (batchSize < 1 || batchSize > (config.max_batch_size ?? 0))) {
+      throw new InvalidArgError(
+        `${w}: batch_size ${batchSize} must be between 1 and max_batch_size ${config.max_batch_size}`,
+      );
+    }
+    const inputs: Record<string, number[]> = {};
+    for (const [k, v] of Object.entries(s.input ?? {})) inputs[k] = dimsOf(`${w}.input['${k}']`, v);
+    const declared = new Set((config.input ?? []).map((t) => t.name));
+    const unknown = Object.keys(inputs).filter((k) => declared.size > 0 && !declared.has(k));
+    if (unknown.length > 0) throw new InvalidArgError(`${w}: input '${unknown[0]}' is not an input of the model`);
+    graphSpecs.push({ batchSize, inputs });
+  }
+  if (graphSpecs.length > 0 && cuda.graphs !== true) {
+    notes.push('optimization.cuda.graph_spec is set but graphs is false: no CUDA graph is captured');
+  }
+  const threshold = (opt.gather_kernel_buffer_threshold as number | undefined) ?? 0;
+  if (!Number.isSafeInteger(threshold) || threshold < 0) {
+    throw new InvalidArgError(`${where}: optimization.gather_kernel_buffer_threshold must be an integer >= 0`);
+  }
+  const eager = (opt.eager_batching as boolean | undefined) === true;
+  if (eager) {
+    notes.push(
+      'optimization.eager_batching has no effect: a Nereid instance takes its next batch once the current one has answered',
+    );
+  }
+  const accel = opt.execution_accelerators;
+  if ((accel?.gpu_execution_accelerator?.length ?? 0) > 0 || (accel?.cpu_execution_accelerator?.length ?? 0) > 0) {
+    throw new InvalidArgError(
+      `${where}: optimization.execution_accelerators do not apply to a TensorRT plan (it is already a TensorRT engine); remove them`,
+    );
+  }
+  if (opt.priority !== undefined && opt.priority !== 'PRIORITY_DEFAULT') {
+    notes.push(
+      `optimization.priority ${String(opt.priority)} has no effect: CUDA streams are created with the default priority`,
+    );
+  }
+  return Object.freeze({
+    allocation,
+    graphs: cuda.graphs === true,
+    graphSpecs: Object.freeze(graphSpecs),
+    busyWaitEvents: cuda.busy_wait_events === true,
+    outputCopyStream: cuda.output_copy_stream === true,
+    gatherKernelBufferThreshold: threshold,
+    eagerBatching: eager,
+    notes: Object.freeze(notes),
+  });
+}

@@ -1,0 +1,102 @@
+import { mkdtemp, rm, stat, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { defaultBackends } from '../backends/index.js';
+import { printModelConfig } from '../config/index.js';
+import { InvalidArgError } from '../core/errors.js';
+import { InferenceServer } from '../server/server.js';
+import { parseBackendConfig } from './flags.js';
+import { cliLogging } from './log-output.js';
+
+export const MODEL_HELP = `Usage:
+  nereid model check DIR [--backend-config=<backend>,<key>=<value>]... [--disable-auto-complete-config]
+      Loads the model folder DIR (config.pbtxt, numbered versions) exactly as \`nereid serve\` would, with its
+      folder name as the model's name, then prints the completed config as config.pbtxt text on stdout (what
+      auto-complete filled in included) and each version's state on stderr. Nothing is served.
+
+Exit status: 0 the model loads, 1 it does not (every reason printed), 2 bad usage.
+`;
+
+interface CheckArgs {
+  dir: string;
+  backendConfig: string[];
+  autoComplete: boolean;
+}
+
+function parseCheckArgs(argv: readonly string[]): CheckArgs {
+  const out: CheckArgs = { dir: '', backendConfig: [], autoComplete: true };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--disable-auto-complete-config') out.autoComplete = false;
+    else if (arg.startsWith('--backend-config=')) out.backendConfig.push(arg.slice('--backend-config='.length));
+    else if (arg === '--backend-config' && argv[i + 1] !== undefined) out.backendConfig.push(argv[++i]);
+    else if (arg.startsWith('--'))
+      throw new InvalidArgError(`unknown option '${arg}' for 'model check' (see nereid model --help)`);
+    else if (out.dir !== '') throw new InvalidArgError(`'model check' takes one folder, got '${out.dir}' and '${arg}'`);
+    else out.dir = arg;
+  }
+  if (out.dir === '') throw new InvalidArgError("'model check' needs a model folder (see nereid model --help)");
+  return out;
+}
+
+/**
+ * `nereid model check DIR`: the folder is linked into a temporary repository and loaded through the real server in
+ * explicit mode (parse, auto-complete, validation, every instance created), so what passes here loads in `serve`.
+ */
+async function check(args: CheckArgs, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+  const dir = resolve(args.dir);
+  const isDir = await stat(dir).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+  if (!isDir) throw new InvalidArgError(`'${args.dir}' is not a folder`);
+  const name = basename(dir);
+  const repo = await mkdtemp(join(tmpdir(), 'nereid-model-check-'));
+  const backends = defaultBackends();
+  const logging = cliLogging(
+    { info: false, warning: true, error: false, verbose: 0, format: 'default', file: '' },
+    'default',
+  );
+  let server: InferenceServer | undefined;
+  try {
+    await symlink(dir, join(repo, name), 'dir');
+    server = await InferenceServer.create({
+      repositories: [repo],
+      backends,
+      backendConfig: parseBackendConfig(args.backendConfig),
+      autoComplete: args.autoComplete,
+      modelControlMode: 'explicit',
+      loadModels: [name],
+      exitOnError: false,
+      logger: logging.logger,
+    });
+    const rows = server.repositoryIndex().filter((r) => r.name === name);
+    const ready = rows.filter((r) => r.state === 'READY');
+    if (ready.length > 0) out(printModelConfig(server.modelConfig(name)));
+    for (const r of rows) {
+      err(`model '${name}'${r.version ? ` version ${r.version}` : ''}: ${r.state}${r.reason ? `: ${r.reason}` : ''}\n`);
+    }
+    return ready.length > 0 && ready.length === rows.length ? 0 : 1;
+  } finally {
+    await server?.close();
+    await Promise.all(backends.map(async (b) => b.close?.()));
+    await rm(repo, { recursive: true, force: true });
+  }
+}
+
+/** Runs `nereid model <argv>`; returns the exit code. */
+export async function runModelCommand(
+  argv: readonly string[],
+  io: { out: (s: string) => void; err: (s: string) => void } = {
+    out: (s) => process.stdout.write(s),
+    err: (s) => process.stderr.write(s),
+  },
+): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || rest.includes('--help')) {
+    io.out(MODEL_HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  if (sub !== 'check') throw new InvalidArgError(`unknown 'model' command '${sub}' (commands: check)`);
+  return check(parseCheckArgs(rest), io.out, io.err);
+}

@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, beforeEach, describe, it } from 'node:test';
+import { DOUBLE, MAGIC, PYTHON, addSubPlan } from '../../test/helpers/tensorrt.js';
+import { runTensorRTCommand } from './tensorrt-setup.js';
+
+// `nereid tensorrt setup/check` with the TEST DOUBLE of TensorRT standing in for an installed TensorRT (on
+// PYTHONPATH). Installing NVIDIA's wheels or the Maven Central fallback needs the network and is exercised by
+// scripts/gpu/tensorrt-on-device.sh (offline, from carried files).
+
+const python = PYTHON;
+const home = mkdtempSync(join(tmpdir(), 'nereid-trt-home-'));
+after(() => rmSync(home, { recursive: true, force: true }));
+const saved = { ...process.env };
+beforeEach(() => {
+  process.env.NEREID_TENSORRT_HOME = home;
+  process.env.PYTHONPATH = DOUBLE;
+});
+afterEach(() => {
+  for (const k of ['NEREID_TENSORRT_HOME', 'PYTHONPATH', 'NEREID_CUDA_DOUBLE_GPUS']) {
+    if (saved[k] === undefined) delete process.env[k];
+    else process.env[k] = saved[k];
+  }
+});
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runTensorRTCommand(args, { out: (s) => (out += s), err: (s) => (err += s) });
+  return { code, out, err };
+}
+
+describe('nereid tensorrt setup / check', () => {
+  it('setup finds an installed TensorRT, records it, and checks import, GPUs and a runtime', async () => {
+    const r = await cli(['setup', '--python', python, '--home', home]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /found TensorRT 11\.2\.1\.2 in/);
+    assert.match(r.out, /TensorRT 11\.2\.1\.2 \(full runtime\) imports\nGPUs: 0: Test Double GPU/);
+    assert.match(r.out, /TensorRT runtime created on GPU 0/);
+    assert.equal(JSON.parse(readFileSync(join(home, 'env.json'), 'utf8')).python, python);
+  });
+
+  it("check deserializes a plan, and reports TensorRT's message for one that is not", async () => {
+    await cli(['setup', '--python', python, '--home', home]);
+    const good = join(home, 'good.plan');
+    writeFileSync(good, Buffer.concat([Buffer.from(MAGIC), Buffer.from(JSON.stringify(addSubPlan()))]));
+    const ok = await cli(['check', '--plan', good]);
+    assert.equal(ok.code, 0, ok.err);
+    assert.match(ok.out, /plan: deserialized: 4 I\/O tensors, 2 profile\(s\)/);
+    const bad = join(home, 'bad.plan');
+    writeFileSync(bad, 'random bytes');
+    const no = await cli(['check', '--plan', bad]);
+    assert.equal(no.code, 1);
+    assert.match(no.err, /plan: TensorRT 11\.2\.1\.2 cannot deserialize plan .*Serialization/);
+  });
+
+  it('NO GPU - check says what CUDA says (exit 1)', async () => {
+    await cli(['setup', '--python', python, '--home', home]);
+    process.env.NEREID_CUDA_DOUBLE_GPUS = '0';
+    const r = await cli(['check']);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /CUDA: cudaGetDeviceCount failed: cudaErrorNoDevice/);
+  });
+
+  it('BAD USAGE - unknown sub-commands and options', async () => {
+    assert.equal((await cli(['install'])).code, 2);
+    const r = await cli(['setup', '--versions', '11']);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /unexpected argument '--versions'/);
+  });
+});

@@ -1,0 +1,320 @@
+import { execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { InvalidArgError } from '../core/errors.js';
+import { readSetupRecord, tensorrtHome, type SetupRecord } from '../backends/tensorrt/environment.js';
+import { ROOT, PYTHON_DIR } from '../backends/python/interpreter.js';
+
+/**
+ * `nereid tensorrt setup | check`: a Python that can `import tensorrt` (and `cuda-bindings`) for the TensorRT
+ * backend and `nereid convert`, recorded in `$NEREID_TENSORRT_HOME/env.json` (default ~/.cache/nereid/tensorrt).
+ *
+ * setup: 1. an existing TensorRT in the chosen Python (of the asked version, when one is asked) is used as it is;
+ * 2. else NVIDIA's own wheels, `pip install tensorrt-cu13==<version>` (what real users have; they come from
+ * pypi.nvidia.com); 3. where that index is unreachable, the fallback: the native libraries from Maven Central's
+ * `org.bytedeco:tensorrt:<v>:linux-x86_64-redist` jar (fetched with curl, unpacked into <home>/lib) plus PyPI's
+ * `tensorrt-cu13-bindings` wheel installed into <home>/site and a `tensorrt` shim module, with `--jar`/`--wheel`
+ * for machines without network. Then the check: `import tensorrt`, its version, the GPUs CUDA sees, and a TensorRT
+ * runtime created on GPU 0 (whose failure is TensorRT's own message).
+ */
+
+const execFileP = promisify(execFile);
+
+/** TensorRT version -> the Maven Central redistributable carrying its libraries (linux-x86_64, CUDA 13). */
+export const MAVEN_ARTIFACTS: Readonly<Record<string, { maven: string; bindings: string }>> = Object.freeze({
+  '11.2': { maven: '11.2-1.5.14', bindings: '11.2.1.2' },
+  '10.15': { maven: '10.15-1.5.13', bindings: '10.15.1.29' },
+});
+export const DEFAULT_VERSION = '11.2.1.2';
+
+export const TENSORRT_HELP = `Usage:
+  nereid tensorrt setup [--python PY] [--version V] [--home DIR] [--fallback-only] [--jar FILE] [--wheel FILE]...
+      Finds TensorRT in PY (default: the repository .venv, else python3) or installs it: NVIDIA's tensorrt-cu13==V
+      wheels, else (NVIDIA's index unreachable) the libraries from Maven Central plus PyPI's tensorrt-cu13-bindings.
+      --version V      the TensorRT version your plans were built with (default ${DEFAULT_VERSION})
+      --home DIR       where the fallback goes and env.json is written (default $NEREID_TENSORRT_HOME or ~/.cache/nereid/tensorrt)
+      --fallback-only  skip NVIDIA's wheels (this machine cannot reach pypi.nvidia.com)
+      --jar FILE       a downloaded org.bytedeco tensorrt linux-x86_64-redist jar, or a folder with its libraries (offline)
+      --wheel FILE     wheels to install instead of downloading (tensorrt-cu13-bindings, cuda-bindings; offline)
+  nereid tensorrt check [--plan PATH]
+      Imports TensorRT with what setup recorded, lists the GPUs, creates a runtime; with --plan, deserializes it.
+
+Exit status: 0 ready, 1 something is missing (said what), 2 bad usage.
+`;
+
+interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+}
+
+function parseArgs(
+  argv: readonly string[],
+  allowed: readonly string[],
+  repeat: readonly string[] = [],
+): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
+    if (!m || !allowed.includes(m[1]))
+      throw new InvalidArgError(`unexpected argument '${argv[i]}' (see nereid tensorrt --help)`);
+    if (m[1] === 'fallback-only') {
+      out[m[1]] = ['1'];
+      continue;
+    }
+    const value = m[2] ?? argv[++i];
+    if (value === undefined || value === '') throw new InvalidArgError(`--${m[1]} needs a value`);
+    if (out[m[1]] && !repeat.includes(m[1])) throw new InvalidArgError(`--${m[1]} is given twice`);
+    (out[m[1]] ??= []).push(value);
+  }
+  return out;
+}
+
+function defaultPython(): string {
+  const venv = join(ROOT, '.venv', 'bin', 'python');
+  return existsSync(venv) ? venv : 'python3';
+}
+
+function envFor(rec: SetupRecord | undefined): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  const pp = [PYTHON_DIR, ...(rec?.python_path ?? []), ...(process.env.PYTHONPATH ? [process.env.PYTHONPATH] : [])];
+  env.PYTHONPATH = pp.join(':');
+  if (rec?.ld_library_path?.length) {
+    env.LD_LIBRARY_PATH = [
+      ...rec.ld_library_path,
+      ...(process.env.LD_LIBRARY_PATH ? [process.env.LD_LIBRARY_PATH] : []),
+    ].join(':');
+  }
+  return env;
+}
+
+/** What the check script prints: one JSON line. */
+export interface CheckResult {
+  tensorrt?: string;
+  flavor?: string;
+  import_error?: string;
+  cuda_error?: string;
+  gpus?: string[];
+  runtime_error?: string;
+  plan?: { ok: boolean; message: string };
+}
+
+const CHECK_PY = `
+import json, os, sys
+out = sys.stdout; sys.stdout = sys.stderr
+r = {}
+try:
+    import tensorrt as trt
+    r["tensorrt"] = trt.__version__; r["flavor"] = "full"
+except Exception as e:
+    try:
+        import tensorrt_lean as trt
+        r["tensorrt"] = trt.__version__; r["flavor"] = "lean"
+    except Exception as e2:
+        r["import_error"] = f"{type(e).__name__}: {e}"
+        trt = None
+from nereid_python.engines.tensorrt import gpu, loader
+try:
+    n = gpu.device_count()
+    r["gpus"] = [gpu.device_name(i) for i in range(n)]
+except Exception as e:
+    r["cuda_error"] = str(e)
+if trt is not None and "gpus" in r and r["gpus"]:
+    msgs = []
+    lg = loader.make_logger(trt, lambda s, m: msgs.append(m) if s in ("ERROR", "INTERNAL_ERROR") else None)
+    try:
+        gpu.set_device(0)
+        rt = loader.create_runtime(trt, r["flavor"], lg, True)
+        plan = os.environ.get("NEREID_CHECK_PLAN")
+        if plan:
+            try:
+                eng = loader.deserialize(trt, rt, lg, plan)
+                r["plan"] = {"ok": True, "message": f"deserialized: {eng.num_io_tensors} I/O tensors, {eng.num_optimization_profiles} profile(s)"}
+            except Exception as e:
+                r["plan"] = {"ok": False, "message": str(e)}
+    except Exception as e:
+        r["runtime_error"] = str(e)
+out.write(json.dumps(r) + "\\n"); out.flush(); os._exit(0)
+`;
+
+export async function checkTensorRT(python: string, rec: SetupRecord | undefined, plan?: string): Promise<CheckResult> {
+  const env = envFor(rec);
+  if (plan) env.NEREID_CHECK_PLAN = plan;
+  try {
+    const { stdout } = await execFileP(python, ['-c', CHECK_PY], { env, timeout: 300_000, maxBuffer: 16 << 20 });
+    return JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as CheckResult;
+  } catch (e) {
+    return { import_error: `cannot run ${python}: ${(e as Error).message.split('\n')[0]}` };
+  }
+}
+
+function report(r: CheckResult, io: Io): boolean {
+  if (r.tensorrt) io.out(`TensorRT ${r.tensorrt} (${r.flavor} runtime) imports\n`);
+  else io.err(`TensorRT does not import: ${r.import_error ?? 'unknown reason'}\n`);
+  if (r.gpus) io.out(`GPUs: ${r.gpus.length === 0 ? 'none' : r.gpus.map((g, i) => `${i}: ${g}`).join('; ')}\n`);
+  if (r.cuda_error) io.err(`CUDA: ${r.cuda_error}\n`);
+  if (r.runtime_error) io.err(`TensorRT runtime: ${r.runtime_error}\n`);
+  else if (r.tensorrt && r.gpus?.length) io.out('TensorRT runtime created on GPU 0\n');
+  if (r.plan) (r.plan.ok ? io.out : io.err)(`plan: ${r.plan.message}\n`);
+  return r.tensorrt !== undefined && (r.gpus?.length ?? 0) > 0 && r.runtime_error === undefined && r.plan?.ok !== false;
+}
+
+function run(cmd: string, args: string[], io: Io, env?: NodeJS.ProcessEnv): Promise<number> {
+  io.err(`$ ${cmd} ${args.join(' ')}\n`);
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], env });
+    child.on('error', () => resolve(127));
+    child.on('close', (code) => resolve(code ?? 1));
+  });
+}
+
+async function fallback(
+  python: string,
+  version: string,
+  home: string,
+  jar: string | undefined,
+  wheels: string[],
+  io: Io,
+): Promise<SetupRecord | undefined> {
+  const key = version.split('.').slice(0, 2).join('.');
+  const artifact = MAVEN_ARTIFACTS[key];
+  if (artifact === undefined && jar === undefined) {
+    io.err(
+      `no Maven Central redistributable is known for TensorRT ${version} (known: ${Object.keys(MAVEN_ARTIFACTS).join(', ')}); give --jar\n`,
+    );
+    return undefined;
+  }
+  const lib = join(home, 'lib');
+  await mkdir(lib, { recursive: true });
+  let source = jar;
+  if (source === undefined) {
+    const url = `https://repo1.maven.org/maven2/org/bytedeco/tensorrt/${artifact!.maven}/tensorrt-${artifact!.maven}-linux-x86_64-redist.jar`;
+    source = join(home, `tensorrt-${artifact!.maven}-linux-x86_64-redist.jar`);
+    if (!existsSync(source)) {
+      if ((await run('curl', ['-fL', '--progress-bar', '-o', `${source}.part`, url], io)) !== 0) {
+        io.err(`cannot download ${url}\n`);
+        return undefined;
+      }
+      await rename(`${source}.part`, source);
+    }
+  }
+  if (source.endsWith('.jar')) {
+    if ((await run('unzip', ['-o', '-j', '-q', source, 'org/bytedeco/tensorrt/linux-x86_64/*', '-d', lib], io)) !== 0) {
+      io.err(`cannot unpack ${source}\n`);
+      return undefined;
+    }
+  } else {
+    for (const f of await readdir(source)) {
+      if (f.includes('.so')) await run('cp', ['-f', join(source, f), lib], io);
+    }
+  }
+  const site = join(home, 'site');
+  const pkgs =
+    wheels.length > 0 ? wheels : [`tensorrt-cu13-bindings==${artifact?.bindings ?? version}`, 'cuda-bindings', 'numpy'];
+  const pipArgs = [
+    '-m',
+    'pip',
+    'install',
+    '--disable-pip-version-check',
+    '--upgrade',
+    '--target',
+    site,
+    ...(wheels.length > 0 ? ['--no-deps'] : []),
+    ...pkgs,
+  ];
+  if ((await run(python, pipArgs, io)) !== 0) {
+    io.err(`pip could not install ${pkgs.join(', ')} into ${site}\n`);
+    return undefined;
+  }
+  const shim = join(home, 'shim', 'tensorrt');
+  await mkdir(shim, { recursive: true });
+  await writeFile(
+    join(shim, '__init__.py'),
+    '"""Written by nereid tensorrt setup: NVIDIA\'s tensorrt-cu13-bindings wheel names its module tensorrt_bindings."""\nfrom tensorrt_bindings import *  # noqa: F401,F403\nfrom tensorrt_bindings import __version__  # noqa: F401\n',
+  );
+  return {
+    python,
+    ld_library_path: [lib],
+    python_path: [join(home, 'shim'), site],
+    tensorrt_version: version,
+    source: `Maven Central org.bytedeco:tensorrt:${artifact?.maven ?? '?'} (libraries) + PyPI tensorrt-cu13-bindings`,
+  };
+}
+
+export async function runTensorRTCommand(
+  argv: readonly string[],
+  io: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) },
+): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || rest.includes('--help')) {
+    io.out(TENSORRT_HELP);
+    return sub === undefined ? 2 : 0;
+  }
+  try {
+    if (sub === 'check') {
+      const a = parseArgs(rest, ['plan', 'python']);
+      const rec = readSetupRecord();
+      const python = a.python?.[0] ?? rec?.python ?? defaultPython();
+      return report(await checkTensorRT(python, rec, a.plan?.[0]), io) ? 0 : 1;
+    }
+    if (sub !== 'setup') {
+      io.err(`nereid tensorrt: unknown sub-command '${sub}' (setup, check)\n`);
+      return 2;
+    }
+    const a = parseArgs(rest, ['python', 'version', 'home', 'fallback-only', 'jar', 'wheel'], ['wheel']);
+    const python = a.python?.[0] ?? defaultPython();
+    const version = a.version?.[0] ?? DEFAULT_VERSION;
+    const home = a.home?.[0] ?? tensorrtHome();
+    await mkdir(home, { recursive: true });
+    const wanted = (r: CheckResult): boolean =>
+      r.tensorrt !== undefined && (a.version === undefined || r.tensorrt.startsWith(version));
+    let rec: SetupRecord | undefined = { python, source: 'already installed' };
+    let r = await checkTensorRT(python, rec);
+    if (wanted(r)) {
+      io.out(`found TensorRT ${r.tensorrt} in ${python}\n`);
+    } else {
+      rec = undefined;
+      if (a['fallback-only'] === undefined && a.jar === undefined) {
+        io.out(`installing NVIDIA's tensorrt-cu13==${version} into ${python}\n`);
+        const code = await run(
+          python,
+          [
+            '-m',
+            'pip',
+            'install',
+            '--disable-pip-version-check',
+            `tensorrt-cu13==${version}`,
+            'cuda-bindings',
+            'numpy',
+          ],
+          io,
+        );
+        if (code === 0) {
+          rec = { python, tensorrt_version: version, source: `pip tensorrt-cu13==${version}` };
+          r = await checkTensorRT(python, rec);
+          if (!wanted(r)) rec = undefined;
+        } else {
+          io.err(
+            `NVIDIA's wheels did not install (NVIDIA's index unreachable?); falling back to Maven Central + PyPI\n`,
+          );
+        }
+      }
+      if (rec === undefined) {
+        rec = await fallback(python, version, home, a.jar?.[0], a.wheel ?? [], io);
+        if (rec === undefined) return 1;
+        r = await checkTensorRT(python, rec);
+      }
+    }
+    await writeFile(join(home, 'env.json'), `${JSON.stringify(rec, null, 2)}\n`);
+    io.out(`recorded ${join(home, 'env.json')} (${rec.source})\n`);
+    const prev = process.env.NEREID_TENSORRT_HOME;
+    if (a.home !== undefined && prev !== a.home[0]) {
+      io.out(`note: set NEREID_TENSORRT_HOME=${home} for 'nereid serve' and 'nereid convert' to use it\n`);
+    }
+    return report(r, io) ? 0 : 1;
+  } catch (e) {
+    io.err(`nereid tensorrt: ${(e as Error).message}\n`);
+    return e instanceof InvalidArgError ? 2 : 1;
+  }
+}

@@ -1,0 +1,194 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { DATATYPES, type FixedTypedArray } from '../../core/datatypes.js';
+import { InvalidArgError } from '../../core/errors.js';
+import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } from '../../core/half.js';
+import type { InferInput, InferRequest, InferResponse, Parameters } from '../../core/inference.js';
+import type { Tensor } from '../../core/tensor.js';
+import type { TensorMetadata } from '../../core/wire.js';
+import { errorForClient } from '../kserve/client-error.js';
+import { readBody } from './body.js';
+import { connectionSignal } from './connection-signal.js';
+import { sendJson } from './respond.js';
+import type { Handler, RouteContext } from './routes.js';
+
+/**
+ * Triton's generate extension: `POST /v2/models/{m}[/versions/{v}]/generate` answers one JSON object,
+ * `.../generate_stream` answers server-sent events, one `data:` object per response (the way to call a decoupled
+ * model over HTTP). The request is one JSON object: a key naming a model input is that input (a JSON value or a
+ * flat array, typed by the model's input; with batching, one batch row), `parameters` and every other key are
+ * request parameters. A response object is `model_name`, `model_version` and each output by name (a scalar when
+ * it holds one element, else a flat array; BYTES as text). An error before the first event is a JSON error with
+ * its status; after it, an event `{"error": ...}` (the status is already 200, as in Triton).
+ */
+
+type Json = string | number | boolean | null | Json[] | { [k: string]: Json };
+
+/** Both paths share one route; the suffix picks the answer's form. */
+export const generate: Handler = (ctx) => handle(ctx, (ctx.req.url ?? '').split('?')[0].endsWith('/generate_stream'));
+
+async function handle(ctx: RouteContext, stream: boolean): Promise<void> {
+  const { req, res, api, model, version, maxInputSize, logger } = ctx;
+  const body = await readBody(req, maxInputSize);
+  const resolved = api.checkModel(model, version);
+  const request = toRequest(model, version, body, resolved.inputs, resolved.maxBatchSize > 0);
+  const signal = connectionSignal(req.socket);
+  if (!stream) {
+    const responses: InferResponse[] = [];
+    const last = await api.infer(request, { signal, resolved, onResponse: (r) => responses.push(r) });
+    if (!resolved.decoupled) responses.push(last);
+    if (responses.length !== 1) {
+      throw new InvalidArgError(
+        `generate expects exactly one response, but model '${model}' sent ${responses.length}; use generate_stream`,
+      );
+    }
+    await sendJson(req, res, 200, toJson(responses[0]));
+    return;
+  }
+  const events = new SseWriter(req, res);
+  try {
+    const last = await api.infer(request, { signal, resolved, onResponse: (r) => events.send(toJson(r)) });
+    if (!resolved.decoupled) events.send(toJson(last));
+  } catch (err) {
+    // Before any event the client gets an ordinary error answer (status and JSON body).
+    if (!events.started) throw err;
+    events.send({ error: errorForClient(err, logger, { protocol: 'http', method: req.method, url: req.url }).message });
+  }
+  events.end();
+}
+
+/** Server-sent events on one response; headers go out with the first event. */
+class SseWriter {
+  started = false;
+  readonly #req: IncomingMessage;
+  readonly #res: ServerResponse;
+
+  constructor(req: IncomingMessage, res: ServerResponse) {
+    this.#req = req;
+    this.#res = res;
+  }
+
+  send(value: Json): void {
+    const res = this.#res;
+    if (res.destroyed) return;
+    if (!this.started) {
+      this.started = true;
+      res.statusCode = 200;
+      res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+      res.setHeader('Cache-Control', 'no-cache');
+      if (this.#req.readableEnded === false) res.setHeader('Connection', 'close');
+    }
+    res.write(`data: ${JSON.stringify(value)}\n\n`);
+  }
+
+  end(): void {
+    if (!this.started) {
+      // A decoupled model that answered nothing: an empty stream.
+      this.#res.statusCode = 200;
+      this.#res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+    }
+    this.#res.end();
+  }
+}
+
+function toRequest(
+  model: string,
+  version: string | undefined,
+  body: Uint8Array,
+  inputs: readonly TensorMetadata[],
+  batching: boolean,
+): InferRequest {
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+  } catch (err) {
+    throw new InvalidArgError(`generate: the request body is not JSON: ${(err as Error).message}`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new InvalidArgError('generate: the request body must be a JSON object');
+  }
+  const byName = new Map(inputs.map((i) => [i.name, i]));
+  const tensors: InferInput[] = [];
+  const parameters: Parameters = {};
+  for (const [key, value] of Object.entries(json as Record<string, unknown>)) {
+    const meta = byName.get(key);
+    if (meta !== undefined) {
+      tensors.push(toTensor(meta, value, batching));
+    } else if (key === 'parameters') {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+        throw new InvalidArgError("generate: 'parameters' must be a JSON object");
+      }
+      for (const [k, v] of Object.entries(value)) parameters[k] = parameterValue(k, v);
+    } else {
+      parameters[key] = parameterValue(key, value);
+    }
+  }
+  const request: InferRequest = { model, inputs: tensors };
+  if (version !== undefined) request.version = version;
+  if (Object.keys(parameters).length > 0) request.parameters = parameters;
+  return request;
+}
+
+function parameterValue(key: string, v: unknown): string | number | boolean {
+  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return v;
+  throw new InvalidArgError(`generate: parameter '${key}' must be a string, a number or a boolean`);
+}
+
+function toTensor(meta: TensorMetadata, value: unknown, batching: boolean): InferInput {
+  const values = Array.isArray(value) ? (value as unknown[]).flat(Infinity) : [value];
+  const shape = Array.isArray(value) ? [values.length] : [1];
+  const full = batching ? [1, ...shape] : shape;
+  const bad = (what: string): never => {
+    throw new InvalidArgError(`generate: input '${meta.name}' is ${meta.datatype}; ${what}`);
+  };
+  const { datatype } = meta;
+  if (datatype === 'BYTES') {
+    return {
+      name: meta.name,
+      datatype,
+      shape: full,
+      data: values.map((v) => (typeof v === 'string' ? Buffer.from(v, 'utf8') : bad('give strings'))),
+    };
+  }
+  if (datatype === 'BOOL') {
+    const data = Uint8Array.from(values, (v) => (typeof v === 'boolean' ? Number(v) : bad('give true or false')));
+    return { name: meta.name, datatype, shape: full, data };
+  }
+  const nums = values.map((v) => (typeof v === 'number' && Number.isFinite(v) ? v : bad('give numbers')));
+  const Ctor = DATATYPES[datatype].array!;
+  let data: FixedTypedArray;
+  if (datatype === 'INT64' || datatype === 'UINT64') {
+    data = new Ctor(nums.length);
+    nums.forEach((n, i) => ((data as BigInt64Array)[i] = Number.isInteger(n) ? BigInt(n) : bad('give integers')));
+  } else if (datatype === 'FP16' || datatype === 'BF16') {
+    const bits = datatype === 'FP16' ? floatToHalfBits : floatToBf16Bits;
+    data = Uint16Array.from(nums, bits);
+  } else {
+    data = new Ctor(nums.length);
+    (data as Float32Array).set(nums);
+  }
+  return { name: meta.name, datatype, shape: full, data };
+}
+
+function toJson(r: InferResponse): { [k: string]: Json } {
+  const out: { [k: string]: Json } = { model_name: r.model, model_version: r.version };
+  if (r.id !== undefined) out.id = r.id;
+  for (const t of r.outputs) out[t.name] = tensorJson(t);
+  return out;
+}
+
+function tensorJson(t: Tensor): Json {
+  let values: Json[];
+  if (Array.isArray(t.data)) {
+    values = (t.data as Uint8Array[]).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
+  } else if (t.datatype === 'FP16' || t.datatype === 'BF16') {
+    const f = t.datatype === 'FP16' ? halfBitsToFloat : bf16BitsToFloat;
+    values = Array.from(t.data as Uint16Array, f);
+  } else if (t.datatype === 'BOOL') {
+    values = Array.from(t.data as Uint8Array, (v) => v !== 0);
+  } else if (t.datatype === 'INT64' || t.datatype === 'UINT64') {
+    values = Array.from(t.data as BigInt64Array, (v) => (Number.isSafeInteger(Number(v)) ? Number(v) : v.toString()));
+  } else {
+    values = Array.from(t.data as Float32Array);
+  }
+  return values.length === 1 ? values[0] : values;
+}

@@ -1,0 +1,484 @@
+import { performance } from 'node:perf_hooks';
+import type { EngineRequest, Instance } from '../../backends/contract.js';
+import { CancelWatch } from '../../core/cancel-watch.js';
+import { CancelledError, InvalidArgError, UnavailableError } from '../../core/errors.js';
+import { BatchCancels, runBatch, type Member } from '../run-batch.js';
+import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from '../scheduler.js';
+import { planDirect, planOldest, type Head, type Plan } from './plan.js';
+import type { SequenceSpec } from './spec.js';
+import {
+  controlTensors,
+  copyData,
+  correlationKey,
+  correlationText,
+  initialStates,
+  stateTensors,
+  zerosLike,
+  type CorrelationId,
+  type StoredState,
+} from './tensors.js';
+
+/**
+ * Triton's sequence batcher. Each request names a sequence (its correlation id); a sequence is bound to one
+ * sequence slot of one instance from its START to its END, so its requests run in order on the same instance,
+ * one at a time. Sequences that find every slot taken wait in the backlog (FIFO) for a slot to free up.
+ *
+ * Per instance ("lane"), batches are formed from the head request of each slot: `direct` keeps every sequence in
+ * the row of its slot (padding rows where a slot has nothing ready), `oldest` forms a dynamic batch of the oldest
+ * heads. The batcher adds the control inputs (START/END/READY/CORRID) and the implicit state inputs to every row,
+ * asks for the state outputs, and keeps each sequence's state here between its requests, whatever engine runs it.
+ *
+ * A sequence idle (no new request) for `max_sequence_idle_microseconds` loses its slot; a later request without
+ * START is refused. Threading: main thread only; one pump (on enqueue, on batch completion, on its one timer).
+ */
+
+interface Item extends Member {
+  readonly seq: Seq;
+  readonly start: boolean;
+  readonly end: boolean;
+  /** Request timeout while the sequence is in the backlog (ms since time origin), 0 = none. */
+  readonly deadline: number;
+}
+
+/** A queue marker: the sequence has ended (idle, or its END request left without running); free the slot. */
+const RELEASE = Symbol('release');
+type Entry = Item | typeof RELEASE;
+
+interface Seq {
+  readonly key: string;
+  readonly id: CorrelationId;
+  readonly queue: Entry[];
+  /** The lane and slot it holds; undefined while in the backlog. */
+  lane: Lane | undefined;
+  slot: number;
+  /** Implicit states; undefined until its first request runs (or when the model has none). */
+  states: Map<string, StoredState> | undefined;
+  /** performance.now() of its last request (Triton's idle clock). */
+  lastArrival: number;
+  /** Its START request left the queue without running: the next request it runs starts it. */
+  pendingStart: boolean;
+}
+
+interface Lane {
+  readonly name: string;
+  readonly slots: (Seq | undefined)[];
+  busy: boolean;
+}
+
+export interface SequenceBatcherOptions {
+  spec: SequenceSpec;
+  /** Inputs declared `allow_ragged_batch`: their shapes need not match to share a batch. */
+  raggedInputs?: ReadonlySet<string>;
+}
+
+export class SequenceBatcher implements Scheduler {
+  readonly #ctx: SchedulerContext;
+  readonly #running = new BatchCancels();
+  readonly #spec: SequenceSpec;
+  readonly #ragged: ReadonlySet<string>;
+  readonly #lanes: Lane[];
+  /** Sequences that accept requests (started, not ended, not timed out), by correlation key. */
+  readonly #active = new Map<string, Seq>();
+  readonly #backlog: Seq[] = [];
+  readonly #stateOutputs: readonly string[];
+  #queued = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Infinity;
+  #pumpQueued = false;
+  #stopped = false;
+  #drained: (() => void)[] = [];
+  readonly #cancels = new CancelWatch<Item>((item) =>
+    this.#drop(item, new CancelledError('request was cancelled while queued')),
+  );
+
+  constructor(ctx: SchedulerContext, opts: SequenceBatcherOptions) {
+    this.#ctx = ctx;
+    this.#spec = opts.spec;
+    this.#ragged = opts.raggedInputs ?? new Set();
+    this.#lanes = ctx.pool.names.map((name) => ({
+      name,
+      slots: new Array<Seq | undefined>(opts.spec.slotsPerInstance).fill(undefined),
+      busy: false,
+    }));
+    this.#stateOutputs = opts.spec.states.map((s) => s.outputName);
+    ctx.pool.on({ idle: () => this.#schedulePump() });
+  }
+
+  get pending(): number {
+    return this.#queued;
+  }
+
+  enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
+    const spec = this.#spec;
+    const model = spec.modelName;
+    const start = opts.sequence?.start ?? false;
+    const end = opts.sequence?.end ?? false;
+    const id = request.correlationId;
+    if (spec.maxBatchSize > 0 && request.batchSize > 1) {
+      return Promise.reject(
+        new InvalidArgError(
+          `inference request to model '${model}' must specify batch-size 1 due to requirements of sequence batcher`,
+        ),
+      );
+    }
+    if (id === undefined || id === 0n || id === '') {
+      return Promise.reject(
+        new InvalidArgError(
+          `inference request to model '${model}' must specify a non-zero or non-empty correlation ID`,
+        ),
+      );
+    }
+    const corrid = spec.corrid;
+    if (corrid && (typeof id === 'string') !== (corrid.datatype === 'BYTES')) {
+      return Promise.reject(
+        new InvalidArgError(
+          `sequence batching control '${corrid.name}' data-type is '${typeof id === 'string' ? 'BYTES' : 'UINT64'}', but model '${model}' expects '${corrid.datatype}'`,
+        ),
+      );
+    }
+    if (opts.signal?.aborted) {
+      return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
+    }
+    const key = correlationKey(id);
+    let seq = this.#active.get(key);
+    if (seq === undefined && !start) {
+      return Promise.reject(
+        new InvalidArgError(
+          `inference request for sequence ${correlationText(id)} to model '${model}' must specify the START flag on the first request of the sequence`,
+        ),
+      );
+    }
+    if (this.#stopped && start) {
+      return Promise.reject(
+        new UnavailableError('Server is stopping, scheduler for model has stopped accepting new inference requests'),
+      );
+    }
+    if (seq !== undefined && start) {
+      this.#ctx.logger?.warn(
+        `sequence ${correlationText(id)} for model '${model}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.`,
+      );
+    }
+    const now = performance.now();
+    if (seq === undefined) {
+      seq = { key, id, queue: [], lane: undefined, slot: -1, states: undefined, lastArrival: now, pendingStart: false };
+      this.#active.set(key, seq);
+      this.#assign(seq);
+    }
+    const target = seq;
+    return new Promise<ScheduledResult>((resolve, reject) => {
+      const timeoutUs = opts.timeoutUs ?? 0;
+      const item: Item = {
+        request,
+        seq: target,
+        start,
+        end,
+        deadline: timeoutUs > 0 ? now + timeoutUs / 1000 : 0,
+        enqueuedAt: now,
+        signal: opts.signal,
+        resolve,
+        reject,
+      };
+      target.lastArrival = now;
+      target.queue.push(item);
+      this.#queued++;
+      // After its END, the id may start a new sequence; this one finishes what it has queued.
+      if (end) this.#active.delete(key);
+      this.#cancels.watch(opts.signal, item);
+      this.#schedulePump();
+    });
+  }
+
+  /** A new sequence takes the free slot with the lowest index (spreading sequences over instances), else waits. */
+  #assign(seq: Seq): void {
+    for (let s = 0; s < this.#spec.slotsPerInstance; s++) {
+      for (const lane of this.#lanes) {
+        if (lane.slots[s] === undefined) {
+          this.#place(seq, lane, s);
+          return;
+        }
+      }
+    }
+    this.#backlog.push(seq);
+  }
+
+  #place(seq: Seq, lane: Lane, slot: number): void {
+    lane.slots[slot] = seq;
+    seq.lane = lane;
+    seq.slot = slot;
+  }
+
+  /** Frees a slot and gives it to the first backlogged sequence that still has something to do. */
+  #release(lane: Lane, slot: number): void {
+    const seq = lane.slots[slot];
+    if (seq !== undefined) seq.lane = undefined;
+    lane.slots[slot] = undefined;
+    while (this.#backlog.length > 0) {
+      const next = this.#backlog.shift() as Seq;
+      // A backlogged sequence with nothing queued that no longer accepts requests is gone.
+      if (next.queue.length === 0 && this.#active.get(next.key) !== next) continue;
+      // Its idle clock starts when it gets a slot: waiting in the backlog is not being idle.
+      next.lastArrival = performance.now();
+      this.#place(next, lane, slot);
+      return;
+    }
+  }
+
+  /** Removes a queued request (cancelled, timed out, failed) and answers it with `err`. */
+  #drop(item: Item, err: Error): void {
+    const queue = item.seq.queue;
+    const i = queue.indexOf(item);
+    if (i < 0) return;
+    queue.splice(i, 1);
+    this.#queued--;
+    this.#cancels.unwatch(item.signal, item);
+    if (item.start) item.seq.pendingStart = true;
+    // Its END will never run: the slot must still be freed once the requests before it are done.
+    if (item.end) queue.splice(i, 0, RELEASE);
+    item.reject(err);
+    this.#schedulePump();
+  }
+
+  #schedulePump(): void {
+    if (this.#pumpQueued) return;
+    this.#pumpQueued = true;
+    setImmediate(() => {
+      this.#pumpQueued = false;
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    const now = performance.now();
+    let next = Math.min(this.#reapIdle(now), this.#expireBacklog(now));
+    for (const lane of this.#lanes) {
+      this.#releaseEnded(lane);
+      if (lane.busy) continue;
+      const plan = this.#plan(lane, now);
+      if (plan === null) continue;
+      if ('wait' in plan) {
+        next = Math.min(next, plan.wait);
+        continue;
+      }
+      // The lane's instance is dead and restarting: the pool's idle event pumps again when it is back.
+      const instance = this.#ctx.pool.take(lane.name);
+      if (instance === undefined) continue;
+      this.#dispatch(lane, instance, plan.rows);
+    }
+    this.#arm(next);
+    this.#checkDrained();
+  }
+
+  /** Sequences in a slot whose last request is older than the idle limit stop accepting requests. */
+  #reapIdle(now: number): number {
+    const idleMs = this.#spec.idleUs / 1000;
+    let next = Infinity;
+    for (const [key, seq] of this.#active) {
+      // Triton leaves backlogged sequences alone: they are waiting for a slot, not idle.
+      if (seq.lane === undefined) continue;
+      const due = seq.lastArrival + idleMs;
+      if (due > now) {
+        next = Math.min(next, due);
+        continue;
+      }
+      this.#active.delete(key);
+      seq.queue.push(RELEASE);
+      this.#ctx.logger?.debug(
+        { correlationId: correlationText(seq.id) },
+        `sequence ${correlationText(seq.id)} exceeded max_sequence_idle_microseconds; its slot is released`,
+      );
+    }
+    return next;
+  }
+
+  /** A backlogged sequence whose request timeout expires is refused as a whole (Triton). */
+  #expireBacklog(now: number): number {
+    let next = Infinity;
+    for (const seq of [...this.#backlog]) {
+      let due = Infinity;
+      for (const e of seq.queue) if (e !== RELEASE && e.deadline > 0) due = Math.min(due, e.deadline);
+      if (due > now) {
+        next = Math.min(next, due);
+        continue;
+      }
+      this.#backlog.splice(this.#backlog.indexOf(seq), 1);
+      if (this.#active.get(seq.key) === seq) this.#active.delete(seq.key);
+      for (const e of seq.queue.splice(0)) {
+        if (e === RELEASE) continue;
+        this.#queued--;
+        this.#cancels.unwatch(e.signal, e);
+        e.reject(new UnavailableError('timeout of the corresponding sequence has been expired'));
+      }
+    }
+    return next;
+  }
+
+  /** Frees the slots whose sequence has ended at the head of its queue. */
+  #releaseEnded(lane: Lane): void {
+    for (let s = 0; s < lane.slots.length; s++) {
+      let seq = lane.slots[s];
+      while (seq !== undefined && seq.queue[0] === RELEASE) {
+        seq.queue.shift();
+        this.#release(lane, s);
+        seq = lane.slots[s];
+      }
+    }
+  }
+
+  #plan(lane: Lane, now: number): Plan {
+    const spec = this.#spec;
+    const heads: (Head | undefined)[] = lane.slots.map((seq, slot) => {
+      const e = seq?.queue[0];
+      return e === undefined || e === RELEASE ? undefined : { slot, enqueuedAt: e.enqueuedAt, request: e.request };
+    });
+    if (spec.strategy === 'direct') {
+      return planDirect(
+        heads,
+        {
+          delayMs: spec.delayUs / 1000,
+          minUtilization: spec.minSlotUtilization,
+          maxBatchSize: spec.maxBatchSize,
+          ragged: this.#ragged,
+        },
+        now,
+      );
+    }
+    return planOldest(
+      heads.filter((h): h is Head => h !== undefined),
+      {
+        delayMs: spec.delayUs / 1000,
+        preferred: spec.preferred,
+        maxBatchSize: spec.maxBatchSize,
+        ragged: this.#ragged,
+        stopping: this.#stopped,
+      },
+      now,
+    );
+  }
+
+  #dispatch(lane: Lane, instance: Instance, rows: readonly (number | null)[]): void {
+    const items: (Item | null)[] = rows.map((s) => {
+      if (s === null) return null;
+      const seq = lane.slots[s] as Seq;
+      const item = seq.queue.shift() as Item;
+      this.#queued--;
+      this.#cancels.unwatch(item.signal, item);
+      return item;
+    });
+    const proto = items.find((i): i is Item => i !== null) as Item;
+    const members = items.map((item): Member => (item === null ? this.#paddingRow(proto) : this.#row(item)));
+    // An END frees its slot as soon as it is in a batch (Triton): the next sequence runs in a later batch.
+    rows.forEach((s, k) => {
+      if (s !== null && items[k]?.end) this.#release(lane, s);
+    });
+    lane.busy = true;
+    this.#ctx.logger?.debug(
+      { instance: instance.name, rows: members.length, requests: items.filter((i) => i !== null).length },
+      `executing sequence batch of ${members.length}`,
+    );
+    void runBatch(instance, members, this.#ctx, this.#running, (_m, answer) => answer()).finally(() => {
+      lane.busy = false;
+      this.#ctx.pool.give(instance);
+      this.#pump();
+    });
+  }
+
+  /** A request as the engine sees it: its inputs, then the controls and states; its outputs, then the states. */
+  #row(item: Item): Member {
+    const spec = this.#spec;
+    const seq = item.seq;
+    const start = item.start || seq.pendingStart;
+    seq.pendingStart = false;
+    if (spec.states.length > 0 && (start || seq.states === undefined)) seq.states = initialStates(spec);
+    const flags = { start, end: item.end, ready: true, correlationId: seq.id };
+    const request: EngineRequest = {
+      ...item.request,
+      inputs: [
+        ...item.request.inputs,
+        ...controlTensors(spec, flags),
+        ...(seq.states ? stateTensors(spec, seq.states) : []),
+      ],
+      outputs: [...item.request.outputs, ...this.#stateOutputs],
+    };
+    const own = item.request.outputs.length;
+    // No signal: a started run is never abandoned, so the sequence's state always follows its requests. A
+    // client that went away meanwhile is answered CANCELLED below.
+    return {
+      request,
+      enqueuedAt: item.enqueuedAt,
+      resolve: (r) => {
+        if (seq.states !== undefined && !item.end) {
+          for (let k = 0; k < this.#stateOutputs.length; k++) {
+            const t = r.outputs[own + k];
+            if (t === undefined) continue;
+            seq.states.set(spec.states[k].inputName, {
+              shape: spec.maxBatchSize > 0 ? t.shape.slice(1) : [...t.shape],
+              data: copyData(t.data),
+            });
+          }
+        }
+        if (item.signal?.aborted) item.reject(new CancelledError('request was cancelled'));
+        else item.resolve(own === r.outputs.length ? r : { ...r, outputs: r.outputs.slice(0, own) });
+      },
+      reject: (e) => item.reject(e),
+    };
+  }
+
+  /** A padding row of a direct batch: zeros shaped like a real row, READY false, initial states. */
+  #paddingRow(proto: Item): Member {
+    const spec = this.#spec;
+    const request: EngineRequest = {
+      inputs: [
+        ...proto.request.inputs.map(zerosLike),
+        ...controlTensors(spec, { start: false, end: false, ready: false, correlationId: 0n }),
+        ...stateTensors(spec, initialStates(spec)),
+      ],
+      outputs: [...proto.request.outputs, ...this.#stateOutputs],
+      batchSize: 1,
+    };
+    return { request, enqueuedAt: performance.now(), resolve: () => {}, reject: () => {} };
+  }
+
+  /** One timer for the earliest of: a batch delay, an idle sequence, a backlog timeout. */
+  #arm(at: number): void {
+    if (at === this.#timerAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === Infinity) return;
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#timerAt = Infinity;
+        this.#pump();
+      },
+      Math.max(0, Math.ceil(at - performance.now())),
+    );
+    // Idle sequences must not keep a process alive.
+    this.#timer.unref();
+  }
+
+  failQueued(err: Error): void {
+    for (const seq of [...this.#lanes.flatMap((l) => l.slots), ...this.#backlog]) {
+      if (seq === undefined) continue;
+      for (const e of [...seq.queue]) if (e !== RELEASE) this.#drop(e, err);
+    }
+    this.#checkDrained();
+  }
+
+  #checkDrained(): void {
+    if (!this.#stopped || this.#queued > 0 || this.#lanes.some((l) => l.busy)) return;
+    this.#arm(Infinity);
+    for (const d of this.#drained.splice(0)) d();
+  }
+
+  /**
+   * Stops accepting new sequences; sequences already started may go on (Triton lets in-flight sequences
+   * finish). Resolves once nothing is queued or running; idempotent.
+   */
+  stop(): Promise<void> {
+    this.#stopped = true;
+    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
+    this.#pump();
+    return done;
+  }
+}

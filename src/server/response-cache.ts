@@ -1,0 +1,142 @@
+import { createHash, type Hash } from 'node:crypto';
+import type { FixedTypedArray } from '../core/datatypes.js';
+import type { EngineRequest } from '../backends/contract.js';
+import type { Parameters } from '../core/inference.js';
+import type { Tensor, TensorData } from '../core/tensor.js';
+
+/**
+ * Triton's local response cache (`--cache-config=local,size=<bytes>`): whole responses of models that set
+ * `response_cache { enable: true }`, keyed by a SHA-256 over the model, its version, the request's inputs
+ * (name, datatype, shape, data), the outputs it asks for and its parameters. Least recently used entries go first
+ * when the cache is full; a response larger than the whole cache is never stored (and said so once per model).
+ *
+ * Ownership: a stored response is a private copy in one buffer; a hit hands out views of it, which nobody
+ * writes (protocols only encode outputs). Main thread only.
+ */
+
+/** Bytes an entry is charged beyond its tensor data: per tensor (name, shape, object) and per entry (key, map). */
+const TENSOR_OVERHEAD = 64;
+const ENTRY_OVERHEAD = 128;
+
+interface Entry {
+  readonly outputs: readonly Tensor[];
+  readonly bytes: number;
+}
+
+export type InsertResult = 'inserted' | 'too_large';
+
+/** Server-wide counters (the cache's own; per-model hits and misses are in each model's statistics). */
+export interface CacheCounters {
+  entries: number;
+  bytes: number;
+  capacity: number;
+  evictions: number;
+}
+
+export class ResponseCache {
+  readonly capacity: number;
+  /** Map order is recency: the first entry is the least recently used. */
+  readonly #entries = new Map<string, Entry>();
+  #bytes = 0;
+  #evictions = 0;
+
+  constructor(capacityBytes: number) {
+    this.capacity = capacityBytes;
+  }
+
+  /** The stored outputs for `key` (now the most recently used), or undefined. */
+  lookup(key: string): readonly Tensor[] | undefined {
+    const e = this.#entries.get(key);
+    if (e === undefined) return undefined;
+    this.#entries.delete(key);
+    this.#entries.set(key, e);
+    return e.outputs;
+  }
+
+  /** Stores a copy of `outputs`, evicting least recently used entries to make room. */
+  insert(key: string, outputs: readonly Tensor[]): InsertResult {
+    const bytes = ResponseCache.sizeOf(key, outputs);
+    if (bytes > this.capacity) return 'too_large';
+    const old = this.#entries.get(key);
+    if (old !== undefined) {
+      this.#entries.delete(key);
+      this.#bytes -= old.bytes;
+    }
+    for (const [k, e] of this.#entries) {
+      if (this.#bytes + bytes <= this.capacity) break;
+      this.#entries.delete(k);
+      this.#bytes -= e.bytes;
+      this.#evictions++;
+    }
+    this.#entries.set(key, { outputs: copyOutputs(outputs), bytes });
+    this.#bytes += bytes;
+    return 'inserted';
+  }
+
+  /** The bytes an entry for these outputs would take (to tell a too-large response in logs). */
+  static sizeOf(key: string, outputs: readonly Tensor[]): number {
+    return ENTRY_OVERHEAD + key.length + outputs.reduce((n, t) => n + TENSOR_OVERHEAD + dataBytes(t.data), 0);
+  }
+
+  counters(): CacheCounters {
+    return { entries: this.#entries.size, bytes: this.#bytes, capacity: this.capacity, evictions: this.#evictions };
+  }
+}
+
+function dataBytes(d: TensorData): number {
+  return Array.isArray(d) ? d.reduce((n, e) => n + 4 + e.byteLength, 0) : (d as FixedTypedArray).byteLength;
+}
+
+/** One copy: every fixed-size output packed into one fresh buffer, BYTES elements copied. */
+function copyOutputs(outputs: readonly Tensor[]): Tensor[] {
+  let fixed = 0;
+  for (const t of outputs) if (!Array.isArray(t.data)) fixed += align8((t.data as FixedTypedArray).byteLength);
+  const buf = new ArrayBuffer(fixed);
+  let at = 0;
+  return outputs.map((t): Tensor => {
+    if (Array.isArray(t.data)) return { ...t, shape: [...t.shape], data: t.data.map((e) => e.slice()) };
+    const src = t.data as FixedTypedArray;
+    const Ctor = src.constructor as new (b: ArrayBuffer, off: number, len: number) => FixedTypedArray;
+    const view = new Ctor(buf, at, src.length);
+    (view as Uint8Array).set(src as Uint8Array);
+    at += align8(src.byteLength);
+    return { ...t, shape: [...t.shape], data: view };
+  });
+}
+
+/** Views of a typed array must start at a multiple of its element size; 8 suits every type. */
+const align8 = (n: number): number => (n + 7) & ~7;
+
+function hashData(h: Hash, d: TensorData): void {
+  if (Array.isArray(d)) {
+    const len = Buffer.alloc(4);
+    for (const e of d) {
+      len.writeUInt32LE(e.byteLength);
+      h.update(len);
+      h.update(e);
+    }
+  } else {
+    const f = d as FixedTypedArray;
+    h.update(new Uint8Array(f.buffer, f.byteOffset, f.byteLength));
+  }
+}
+
+/**
+ * The key of a request to one model version: everything that decides its answer. Computed before the request
+ * is scheduled (its input buffers may be moved to an engine thread afterwards).
+ */
+export function cacheKey(model: string, version: number, request: EngineRequest, parameters?: Parameters): string {
+  const h = createHash('sha256');
+  h.update(`${model}\u0000${version}\u0000${request.outputs.join('\u0001')}\u0000`);
+  for (const t of request.inputs) {
+    h.update(`${t.name}\u0000${t.datatype}\u0000${t.shape.join(',')}\u0000`);
+    hashData(h, t.data);
+  }
+  if (parameters !== undefined) {
+    for (const k of Object.keys(parameters).sort()) {
+      const v = parameters[k];
+      h.update(`\u0002${k}=${typeof v}:${String(v)}`);
+    }
+  }
+  return h.digest('base64');
+}

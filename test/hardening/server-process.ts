@@ -1,0 +1,82 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * `nereid serve` in a child process, so that a crash shows as an exit (not as the test runner dying) and the
+ * server's own memory can be read from /proc (its peak RSS, VmHWM, is the ceiling an abusive client pushed it to).
+ */
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+
+export interface ServerProcess {
+  child: ChildProcess;
+  httpUrl: string;
+  grpcAddress: string;
+  logs(): string;
+  /** Resident and peak resident memory of the server process, in MiB. */
+  memory(): { rssMiB: number; peakMiB: number };
+  /** Resets the peak (VmHWM) to the current RSS, so the next peak belongs to what runs next. */
+  resetPeak(): void;
+  exited(): number | null | undefined;
+  stop(): Promise<void>;
+}
+
+export async function startServerProcess(args: string[]): Promise<ServerProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=nereid-source',
+      '--import',
+      'tsx',
+      MAIN,
+      'serve',
+      '--http-port=0',
+      '--http-address=127.0.0.1',
+      '--grpc-port=0',
+      '--grpc-address=127.0.0.1',
+      '--allow-metrics=false',
+      ...args,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let logs = '';
+  let exitCode: number | null | undefined;
+  child.once('exit', (code) => (exitCode = code));
+  const ports = await new Promise<{ http: number; grpc: number }>((resolve, reject) => {
+    const onData = (d: Buffer): void => {
+      logs += d;
+      const http = /Started HTTPService at [^:]+:(\d+)/.exec(logs);
+      const grpc = /Started GRPCInferenceService at [^\s]+:(\d+)/.exec(logs);
+      if (http && grpc) resolve({ http: Number(http[1]), grpc: Number(grpc[1]) });
+    };
+    child.stderr?.on('data', onData);
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`nereid exited ${code} before serving:\n${logs}`)));
+    setTimeout(() => reject(new Error(`nereid did not log its ports within 60 s:\n${logs}`)), 60_000).unref();
+  });
+  const status = (field: string): number => {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  };
+  return {
+    child,
+    httpUrl: `http://127.0.0.1:${ports.http}`,
+    grpcAddress: `127.0.0.1:${ports.grpc}`,
+    logs: () => logs,
+    memory: () => ({ rssMiB: Math.round(status('VmRSS')), peakMiB: Math.round(status('VmHWM')) }),
+    resetPeak: () => {
+      try {
+        // Linux: writing 5 to clear_refs resets the peak resident set size.
+        writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
+      } catch {
+        // Not permitted here: peaks then accumulate over the run.
+      }
+    },
+    exited: () => exitCode,
+    async stop() {
+      if (exitCode !== undefined) return;
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+}

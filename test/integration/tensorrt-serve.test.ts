@@ -1,0 +1,92 @@
+// Rename to tensorrt-serve.test.ts once this branch is merged into main (it needs main's serve() and registry, with
+// tensorrtBackend() in src/backends/index.ts). Verified on a local merge of main + trt: 3 passed.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { DOUBLE, removeModel, seedPlan, writeModel, type FakePlan } from '../helpers/tensorrt.js';
+import { startNereid, type TestServer } from '../helpers/server.js';
+
+// The seed's repository layout (`model_2/1/model.plan`, no config.pbtxt) served by the real server over HTTP, with
+// the TEST DOUBLE of TensorRT in the engine process (this machine has no GPU: the server is told GPU 0 exists).
+
+function encoderPlan(): FakePlan {
+  const i = (name: string) => ({ name, mode: 'INPUT' as const, dtype: 'INT32', shape: [-1, -1] });
+  const r: [number[], number[], number[]] = [
+    [1, 1],
+    [4, 8],
+    [8, 8],
+  ];
+  return {
+    io: [i('input_ids'), i('attention_mask'), { name: 'outputs', mode: 'OUTPUT', dtype: 'INT32', shape: [-1, -1] }],
+    profiles: [{ input_ids: r, attention_mask: r }],
+    compute: { outputs: { op: 'add', args: ['input_ids', 'attention_mask'] } },
+  };
+}
+
+describe("TensorRT over HTTP: the seed's model_2 with no config", () => {
+  let server: TestServer;
+  const roots: string[] = [];
+  const saved = process.env.PYTHONPATH;
+  before(async () => {
+    process.env.PYTHONPATH = DOUBLE;
+    const a = writeModel('model_2', seedPlan());
+    const b = writeModel('encoder', encoderPlan());
+    roots.push(a.root, b.root);
+    server = await startNereid({ repositories: [a.root, b.root], gpus: [0] });
+  });
+  after(async () => {
+    await server?.close();
+    roots.forEach(removeModel);
+    if (saved === undefined) delete process.env.PYTHONPATH;
+    else process.env.PYTHONPATH = saved;
+  });
+
+  it('auto-completes the config (platform tensorrt_plan, max_batch_size from the profile, INT32 inputs)', async () => {
+    const cfg = (await (await fetch(`${server.url}/v2/models/model_2/config`)).json()) as Record<string, unknown>;
+    assert.equal(cfg.platform, 'tensorrt_plan');
+    assert.equal(cfg.max_batch_size, 32);
+    assert.deepEqual(
+      (cfg.input as { name: string; data_type: string }[]).map((i) => [i.name, i.data_type]),
+      [
+        ['input_ids', 'TYPE_INT32'],
+        ['attention_mask', 'TYPE_INT32'],
+        ['token_type_ids', 'TYPE_INT32'],
+      ],
+    );
+  });
+
+  it('answers an INT32 request the way the seed calls it (JSON here; binary the same path)', async () => {
+    const ids = Array.from({ length: 16 }, (_, i) => i);
+    const body = {
+      inputs: [
+        { name: 'input_ids', datatype: 'INT32', shape: [1, 16], data: ids },
+        { name: 'attention_mask', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) },
+        { name: 'token_type_ids', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(0) },
+      ],
+      outputs: [{ name: 'outputs' }],
+    };
+    const res = await fetch(`${server.url}/v2/models/model_2/infer`, { method: 'POST', body: JSON.stringify(body) });
+    assert.equal(res.status, 200, await res.clone().text());
+    const out = (await res.json()) as { outputs: { name: string; shape: number[]; data: number[] }[] };
+    assert.deepEqual(out.outputs[0].shape, [1, 16]);
+    assert.deepEqual(
+      out.outputs[0].data,
+      ids.map((x) => x + 1),
+    );
+  });
+
+  it('BAD REQUEST - a shape outside every profile is a 400 naming the allowed range', async () => {
+    const body = {
+      inputs: [
+        { name: 'input_ids', datatype: 'INT32', shape: [1, 12], data: Array(12).fill(1) },
+        { name: 'attention_mask', datatype: 'INT32', shape: [1, 12], data: Array(12).fill(1) },
+      ],
+    };
+    const res = await fetch(`${server.url}/v2/models/encoder/infer`, { method: 'POST', body: JSON.stringify(body) });
+    assert.equal(res.status, 400);
+    const { error } = (await res.json()) as { error: string };
+    assert.match(
+      error,
+      /input 'input_ids' shape \[1,12\] is outside every optimization profile of this instance \(profile 0: \[1\.\.8,1\.\.8\]\)/,
+    );
+  });
+});
