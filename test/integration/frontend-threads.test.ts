@@ -233,6 +233,97 @@ describe('front-end threads', () => {
   });
 });
 
+describe('front-end threads: state every thread shares', () => {
+  // Each request on a connection of its own: over 2 threads, 16 of them all on one thread has odds 2^-15.
+  const tag = `nereid-fe-shm-${process.pid}`;
+  const files: string[] = [];
+  let n: TestServer;
+  before(async () => {
+    n = await startNereid({
+      httpThreadCount: 2,
+      allowClientShm: true,
+      httpRestrictedApi: ['inference:infer-key=secret'],
+    });
+  });
+  after(async () => {
+    await n?.close();
+    for (const f of files) await rm(f, { force: true });
+  });
+
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply | 'reset'> =>
+    new Promise((resolve) => {
+      const t0 = performance.now();
+      const req = http.request(
+        { host: '127.0.0.1', port: n.httpPort, path, method: 'POST', agent: false, headers },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: performance.now() - t0 }));
+        },
+      );
+      req.on('error', () => resolve('reset'));
+      req.end(JSON.stringify(body));
+    });
+
+  it('a shared-memory region registered through one thread serves requests on every thread, until unregistered', async () => {
+    const in0 = `/dev/shm/${tag}-in0`;
+    files.push(in0);
+    await writeFile(in0, Buffer.from(new Int32Array(Array.from({ length: 16 }, (_, i) => i)).buffer));
+    const reg = await post('/v2/systemsharedmemory/region/fe_in0/register', { key: `/${tag}-in0`, byte_size: 64 });
+    assert.ok(reg !== 'reset' && reg.status === 200, JSON.stringify(reg));
+    const request = {
+      inputs: [
+        {
+          name: 'INPUT0',
+          datatype: 'INT32',
+          shape: [1, 16],
+          parameters: { shared_memory_region: 'fe_in0', shared_memory_byte_size: 64 },
+        },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) },
+      ],
+      outputs: [{ name: 'OUTPUT0' }],
+    };
+    const auth = { 'infer-key': 'secret' };
+    const replies = await Promise.all(
+      Array.from({ length: CONNECTIONS }, () => post('/v2/models/simple/infer', request, auth)),
+    );
+    for (const r of replies) {
+      assert.ok(r !== 'reset' && r.status === 200, JSON.stringify(r));
+      assert.match(r.body, /"data":\[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16\]/, 'INPUT0 was read from the region');
+    }
+    const unreg = await post('/v2/systemsharedmemory/region/fe_in0/unregister', undefined);
+    assert.ok(unreg !== 'reset' && unreg.status === 200);
+    const gone = await Promise.all(
+      Array.from({ length: CONNECTIONS }, () => post('/v2/models/simple/infer', request, auth)),
+    );
+    for (const r of gone) {
+      assert.ok(r !== 'reset' && r.status === 404, JSON.stringify(r));
+      assert.match(r.body, /Unable to find shared memory region: 'fe_in0'/, 'every thread sees the region gone');
+    }
+  });
+
+  it('BAD CALL - a restricted API is refused on every thread without its header, served with it', async () => {
+    const request = {
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) },
+      ],
+    };
+    const refused = await Promise.all(
+      Array.from({ length: CONNECTIONS }, () => post('/v2/models/simple/infer', request, { 'infer-key': 'wrong' })),
+    );
+    for (const r of refused) {
+      assert.ok(r !== 'reset' && r.status === 403, JSON.stringify(r));
+      assert.match(r.body, /This API is restricted, expecting header 'infer-key'/);
+    }
+    const served = await Promise.all(
+      Array.from({ length: CONNECTIONS }, () => post('/v2/models/simple/infer', request, { 'infer-key': 'secret' })),
+    );
+    for (const r of served) assert.ok(r !== 'reset' && r.status === 200, JSON.stringify(r));
+  });
+});
+
 describe('front-end threads: options', () => {
   it('BAD CALL - refuses a thread count that is not a positive integer before loading anything', async () => {
     for (const httpThreadCount of [0, -1, 1.5, NaN]) {
