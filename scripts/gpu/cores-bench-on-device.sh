@@ -4,14 +4,16 @@
 # batching and 4 instances, the server pinned to the first half of the cores and the load-generator processes
 # (bench/cores/load.ts, no perf_analyzer or network needed) to the second half. About 6 minutes on 16 cores.
 #
-# Run from the repository root:
-#   [source .device/setup.sh]        # where node is not installed: Node 24 and node_modules (shared/gpu/README.md)
+# Pack here first (Node 24, production dependencies, tsx, the build): bash scripts/gpu/pack-cores-bench.sh; the device
+# call carries [".device/cores", "dist"]. Run from the repository root:
 #   bash scripts/gpu/cores-bench-on-device.sh [extra bench/cores.ts flags, e.g. --batching off --instances 1]
 # Writes bench/results/cores-h200.{md,json}, copied to $OUT when it is set; the table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-command -v node >/dev/null || { echo "node is not on PATH (source .device/setup.sh first)" >&2; exit 2; }
+# Where node is not installed (the H200 host): the packed Node 24 and node_modules (pack-cores-bench.sh).
+if ! command -v node >/dev/null && [ -f .device/cores/setup.sh ]; then source .device/cores/setup.sh; fi
+command -v node >/dev/null || { echo "node is not on PATH (bash scripts/gpu/pack-cores-bench.sh, carry .device/cores)" >&2; exit 2; }
 node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 22 || (a === 22 && b >= 12) ? 0 : 1)' ||
   { echo "front-end threads need Node >= 22.12 (SO_REUSEPORT); this is $(node --version)" >&2; exit 2; }
 command -v taskset >/dev/null || echo "taskset not found: server and load generator will not be pinned" >&2
