@@ -9,7 +9,7 @@
  * scripts/gpu/bench-gpu-on-device.sh, which runs all of this on the H200).
  *
  * Environment: NEREID_BENCH_MODELS (folder with bert-fp32/model.onnx and bert-fp16/model.onnx; default
- * .device/models), NEREID_MAIN (the CLI to serve with; default dist/cli/nereid.cjs), NEREID_BENCH_PYTHON (python
+ * .device/models), NEREID_BENCH_ONLY (model names, comma-separated), NEREID_MAIN (the CLI to serve with; default dist/cli/nereid.cjs), NEREID_BENCH_PYTHON (python
  * with torch and onnxruntime-gpu; default python3), NEREID_BENCH_MS (measurement per point, default 3000).
  *
  * The load generator (bench/gpu/loadgen-binary.ts, several processes) is measured first against a canned server
@@ -43,6 +43,14 @@ const SELF = fileURLToPath(import.meta.url);
  */
 const DRY = process.env.NEREID_BENCH_DRY_CPU === '1';
 const KIND = DRY ? 'KIND_CPU' : 'KIND_GPU';
+/**
+ * NEREID_BENCH_TRANSPORTS=inprocess,thread: serve with each onnxruntime transport in turn (default: inprocess).
+ */
+const TRANSPORTS = (process.env.NEREID_BENCH_TRANSPORTS ?? 'inprocess').split(',');
+/** NEREID_BENCH_SERVER_ARGS='--a=1 --b=2': more `nereid serve` arguments (front-end threads, say). */
+const EXTRA_ARGS = (process.env.NEREID_BENCH_SERVER_ARGS ?? '').split(' ').filter((a) => a !== '');
+/** NEREID_BENCH_ONLY=a,b: only these models (names as in the tables). */
+const ONLY = process.env.NEREID_BENCH_ONLY?.split(',');
 
 /** A model Nereid serves in this benchmark; `file` is also what the onnxruntime baseline loads. */
 interface GpuModel {
@@ -71,6 +79,11 @@ interface Row {
   p99_us: number;
   /** Average rows per execution (Nereid: dynamic batching), from the model's statistics. */
   avg_batch?: number;
+  /**
+   * Where a request's time went inside the server (the model's statistics over the point, µs per request): queue,
+   * compute input/infer/output; and per execution: the engine's Run time.
+   */
+  split?: { queue: number; input: number; infer: number; output: number; inferPerExec: number };
   errors?: number;
 }
 
@@ -131,7 +144,7 @@ function models(): GpuModel[] {
     // The CPU side of a GPU session: no intra-op pool at all (Triton-legal), against the default pool above.
     { ...bert('fp16', 1), name: 'bert_fp16_t1', parameters: { intra_op_thread_count: '1' } },
   ];
-  return all.filter((m) => !DRY || existsSync(m.file));
+  return all.filter((m) => (!DRY || existsSync(m.file)) && (ONLY === undefined || ONLY.includes(m.name)));
 }
 
 function config(m: GpuModel): string {
@@ -238,7 +251,11 @@ function add(row: Row): void {
   rows.push(row);
   const where = row.concurrency !== undefined ? `c=${row.concurrency}` : `batch ${row.batch}`;
   progress(
-    `${row.what.padEnd(34)} ${row.model.padEnd(14)} ${where.padEnd(9)} ${row.seq_s.toFixed(0).padStart(7)} seq/s  p50 ${row.p50_us.toFixed(0)} µs  p99 ${row.p99_us.toFixed(0)} µs${row.avg_batch ? `  avg batch ${row.avg_batch.toFixed(1)}` : ''}`,
+    `${row.what.padEnd(34)} ${row.model.padEnd(14)} ${where.padEnd(9)} ${row.seq_s.toFixed(0).padStart(7)} seq/s  p50 ${row.p50_us.toFixed(0)} µs  p99 ${row.p99_us.toFixed(0)} µs${row.avg_batch ? `  avg batch ${row.avg_batch.toFixed(1)}` : ''}${
+      row.split
+        ? `  [µs/request: queue ${row.split.queue.toFixed(0)}, input ${row.split.input.toFixed(0)}, infer ${row.split.infer.toFixed(0)}, output ${row.split.output.toFixed(0)}; Run per execution ${row.split.inferPerExec.toFixed(0)}]`
+        : ''
+    }`,
   );
 }
 
@@ -263,6 +280,38 @@ async function baselines(): Promise<void> {
       m.baseline,
     );
   }
+  for (const m of models().filter((x) => x.name === x.baseline)) {
+    progress(`Nereid's engine called directly (no server), ${m.name}`);
+    const job: { label?: string; syncToo?: boolean } & Record<string, unknown> = {
+      file: m.file,
+      batches: BASELINE_BATCHES,
+      ms: Number(BASELINE_MS),
+      vocab: m.vocab,
+      seq: SEQ,
+      hidden: m.hidden,
+      datatype: m.datatype,
+      parameters: m.parameters ?? {},
+      kind: KIND,
+    };
+    // The same async runs with libuv's pool cut to one thread: every Run from the same thread (rotation vs hop).
+    for (const variant of [job, { ...job, label: 'engine-uv1', syncToo: false }]) {
+      const child = spawn(process.execPath, [...script('engine-direct'), JSON.stringify(variant)], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: variant.label === 'engine-uv1' ? { ...process.env, UV_THREADPOOL_SIZE: '1' } : process.env,
+      });
+      try {
+        await lines(child, (l) => {
+          if (!l.startsWith('{')) return;
+          const r = JSON.parse(l) as { tool: string; batch: number; seq_s: number; p50_us: number; p99_us: number };
+          add({ what: r.tool, model: m.name, batch: r.batch, seq_s: r.seq_s, p50_us: r.p50_us, p99_us: r.p99_us });
+          progress(`   engine split µs per run: ${l.slice(l.indexOf('"split"'))}`);
+        });
+      } catch (err) {
+        skipped.push(`engine-direct ${m.name}: ${(err as Error).message.split('\n').slice(-3).join(' | ')}`);
+        progress(`engine-direct failed: ${(err as Error).message}`);
+      }
+    }
+  }
   progress('baseline: PyTorch fp16 with a CUDA graph, BERT-base');
   await python(['torch', '--batches', BASELINE_BATCHES.join(','), '--ms', BASELINE_MS], 'bert (torch)');
 }
@@ -281,20 +330,56 @@ async function python(args: string[], model: string): Promise<void> {
   }
 }
 
-async function inferenceCounts(http: string, model: string): Promise<{ inferences: number; executions: number }> {
+interface StatsSnapshot {
+  inferences: number;
+  executions: number;
+  requests: number;
+  queueNs: number;
+  inputNs: number;
+  inferNs: number;
+  outputNs: number;
+}
+
+async function inferenceCounts(http: string, model: string): Promise<StatsSnapshot> {
   const res = await fetch(`http://${http}/v2/models/${model}/stats`);
-  const body = (await res.json()) as { model_stats: Array<{ inference_count: number; execution_count: number }> };
+  type Dur = { count: number; ns: number };
+  const body = (await res.json()) as {
+    model_stats: Array<{
+      inference_count: number;
+      execution_count: number;
+      inference_stats: { success: Dur; queue: Dur; compute_input: Dur; compute_infer: Dur; compute_output: Dur };
+    }>;
+  };
   return body.model_stats.reduce(
     (a, s) => ({
       inferences: a.inferences + Number(s.inference_count),
       executions: a.executions + Number(s.execution_count),
+      requests: a.requests + Number(s.inference_stats.success.count),
+      queueNs: a.queueNs + Number(s.inference_stats.queue.ns),
+      inputNs: a.inputNs + Number(s.inference_stats.compute_input.ns),
+      inferNs: a.inferNs + Number(s.inference_stats.compute_infer.ns),
+      outputNs: a.outputNs + Number(s.inference_stats.compute_output.ns),
     }),
-    { inferences: 0, executions: 0 },
+    { inferences: 0, executions: 0, requests: 0, queueNs: 0, inputNs: 0, inferNs: 0, outputNs: 0 },
   );
 }
 
-async function nereid(work: string): Promise<void> {
-  const repo = join(work, 'repo');
+/** µs per request in each phase between two snapshots (Triton counts compute times per request of a batch). */
+function split(a: StatsSnapshot, b: StatsSnapshot): NonNullable<Row['split']> {
+  const n = Math.max(1, b.requests - a.requests);
+  const us = (k: 'queueNs' | 'inputNs' | 'inferNs' | 'outputNs'): number => (b[k] - a[k]) / n / 1e3;
+  const avgBatch = (b.inferences - a.inferences) / Math.max(1, b.executions - a.executions);
+  return {
+    queue: us('queueNs'),
+    input: us('inputNs'),
+    infer: us('inferNs'),
+    output: us('outputNs'),
+    inferPerExec: us('inferNs') * avgBatch,
+  };
+}
+
+async function nereid(work: string, transport: string): Promise<void> {
+  const repo = join(work, `repo-${transport}`);
   const list = models();
   for (const m of list) {
     await mkdir(join(repo, m.name, '1'), { recursive: true });
@@ -317,6 +402,8 @@ async function nereid(work: string): Promise<void> {
       '--grpc-port=0',
       '--metrics-port=0',
       '--log-info=false',
+      `--backend-config=onnxruntime,transport=${transport}`,
+      ...EXTRA_ARGS,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
   );
@@ -352,7 +439,14 @@ async function nereid(work: string): Promise<void> {
           const r = await drive(http, path, file, headers, c);
           const after = await inferenceCounts(http, m.name);
           const avg = (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
-          add({ what: `nereid ${KIND} x${m.count} HTTP binary`, model: m.name, concurrency: c, ...r, avg_batch: avg });
+          add({
+            what: `nereid ${KIND} x${m.count} HTTP binary${transport === 'inprocess' ? '' : ` (${transport})`}`,
+            model: m.name,
+            concurrency: c,
+            ...r,
+            avg_batch: avg,
+            split: split(before, after),
+          });
         } catch (err) {
           skipped.push(`nereid ${m.name} c=${c}: ${(err as Error).message.split('\n')[0]}`);
           progress(`FAILED nereid ${m.name} c=${c}: ${(err as Error).message}`);
@@ -375,7 +469,7 @@ function report(ceiling: Row[]): string {
   out.push(
     `# GPU benchmark (${new Date().toISOString()})`,
     '',
-    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up.`,
+    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up; nereid serve ${['--backend-config=onnxruntime,transport=' + TRANSPORTS.join('|'), ...EXTRA_ARGS].join(' ')}.`,
     '',
   );
   out.push('## Baselines (batch sweep, in-process, one run at a time)', '');
@@ -396,7 +490,7 @@ function report(ceiling: Row[]): string {
     for (const r of rows.filter((x) => x.model === m.name && x.concurrency !== undefined)) {
       const torch = m.name.startsWith('bert') && torchBest !== undefined;
       out.push(
-        `| ${m.name} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ` +
+        `| ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ` +
           `${b ? `${fmt(b.seq_s)} (${b.batch})` : '–'} | ${b ? fmt(r.seq_s / b.seq_s, 2) : '–'} | ` +
           `${torch ? `${fmt(torchBest.seq_s)} (${torchBest.batch})` : '–'} | ${torch ? fmt(r.seq_s / torchBest.seq_s, 2) : '–'} | ` +
           `${r.concurrency === 1 && b1 ? `${fmt(r.p50_us - b1.p50_us)} µs` : ''} |`,
@@ -456,7 +550,7 @@ export async function runGpuBench(): Promise<void> {
     await loadgenCeiling(work);
     const ceiling = rows.splice(0);
     await baselines();
-    await nereid(work);
+    for (const t of TRANSPORTS) await nereid(work, t);
     const md = report(ceiling);
     const dir = join(ROOT, 'bench/results');
     await mkdir(dir, { recursive: true });

@@ -3,7 +3,8 @@
 
   ort    onnxruntime-gpu in Python on the model file Nereid serves, CUDA provider with its default options, I/O
          binding: inputs in device memory, the output bound on the device (the issue's baseline, the 9,034 seq/s
-         anchor) and, as "ort-cpu-out", bound to host memory (what a server must do before it can answer).
+         anchor) and, as "ort-cpu-out", bound to host memory (what a server must do before it can answer); as
+         "ort-host-io", a plain run with numpy inputs and outputs (host to device and back in every run).
   torch  PyTorch fp16 with a CUDA graph per batch (captured once, replayed): the practical limit for the model.
 
 Every run is synchronous (onnxruntime synchronizes its stream at the end of Run; torch: synchronize after each
@@ -83,6 +84,10 @@ def ort_baseline(a) -> None:
             shape = list(b.get_outputs()[0].shape())
             emit(tool="ort" if where == "cuda" else "ort-cpu-out", model=a.model, out_shape=shape,
                  ort=ort.__version__, **summary(lat, batch))
+        # What a server does per batch: inputs from host memory, outputs to host memory (plain run with numpy).
+        host = inputs(batch, a.seq, a.vocab)
+        lat = timed(lambda: s.run([out_name], host), a.ms)
+        emit(tool="ort-host-io", model=a.model, ort=ort.__version__, **summary(lat, batch))
 
 
 def torch_baseline(a) -> None:

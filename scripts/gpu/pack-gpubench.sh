@@ -63,4 +63,6 @@ b=(--bundle --platform=node --format=esm --target=node20 --external:koffi --exte
 "$nm/.bin/esbuild" bench/gpu.ts "${b[@]}" --outfile=.device/gpu.mjs \
   --banner:js="import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);"
 "$nm/.bin/esbuild" bench/gpu/loadgen-binary.ts "${b[@]}" --outfile=.device/loadgen-binary.mjs
+"$nm/.bin/esbuild" bench/gpu/engine-direct.ts "${b[@]}" --outfile=.device/engine-direct.mjs \
+  --banner:js="import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);"
 du -sh .device/gb-a .device/gb-b dist .device/*.mjs | sed 's/^/packed: /'

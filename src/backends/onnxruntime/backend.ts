@@ -1,16 +1,25 @@
+import { InvalidArgError } from '../../core/errors.js';
 import type { Backend } from '../contract.js';
 import { inProcessBackend } from '../runtime/inprocess.js';
+import { workerBackend } from '../runtime/worker/host.js';
+import { adapterUrl } from '../runtime/worker/spawn.js';
 import { autoCompleteOnnx, onnxruntimeCapiAdapter, onnxruntimeDescriptor } from './engine.js';
 
 /**
- * The onnxruntime backend: Triton's `onnxruntime` backend / `onnxruntime_onnx` platform over onnxruntime's C API,
- * in-process: sessions run on libuv's thread pool (koffi async calls), so no engine thread and no per-request
- * message hop; the event loop never waits for a run.
+ * The onnxruntime backend: Triton's `onnxruntime` backend / `onnxruntime_onnx` platform over onnxruntime's C API.
+ *
+ * Two transports (`--backend-config=onnxruntime,transport=inprocess|thread`):
+ * - `inprocess` (default): sessions run on libuv's thread pool (koffi async calls), so no engine thread and no
+ *   per-request message hop; the event loop never waits for a run.
+ * - `thread`: each instance in a worker thread of its own that calls Run itself (blocking that thread only): one
+ *   message each way per batch, but every run of an instance comes from the same thread.
+ * Auto-complete always runs in-process (it reads the model's signature, no run).
  */
 export function onnxruntimeBackend(): Backend {
-  return inProcessBackend(
+  const descriptor = onnxruntimeDescriptor();
+  const inProcess = inProcessBackend(
     {
-      ...onnxruntimeDescriptor(),
+      ...descriptor,
       async autoComplete(config, ctx) {
         const { config: completed, warnings } = await autoCompleteOnnx(config, ctx);
         for (const w of warnings) ctx.logger.warn({ model: ctx.modelName }, w);
@@ -19,4 +28,20 @@ export function onnxruntimeBackend(): Backend {
     },
     onnxruntimeCapiAdapter(),
   );
+  const threaded = workerBackend(descriptor, adapterUrl(import.meta.url, './thread-adapter'));
+  return {
+    ...inProcess,
+    load(ctx, signal) {
+      const transport = ctx.backendConfig.transport ?? 'inprocess';
+      if (transport === 'thread') return threaded.load(ctx, signal);
+      if (transport !== 'inprocess') {
+        return Promise.reject(
+          new InvalidArgError(
+            `backend-config onnxruntime,transport must be 'inprocess' or 'thread', got '${transport}'`,
+          ),
+        );
+      }
+      return inProcess.load(ctx, signal);
+    },
+  };
 }

@@ -153,6 +153,8 @@ interface ModelState {
   optimizedModelPrefix?: string;
   /** Declared inputs that are overridable initializers (fed by name when a request sends them). */
   overridable: readonly TensorSignature[];
+  /** Runs block the calling thread (engine-thread transport only). */
+  blockingRuns: boolean;
 }
 
 /** One instance: one OrtSession and its runner. Threading: main thread; one execute at a time (host's rule). */
@@ -324,6 +326,7 @@ class CapiModel implements EngineModel {
         allocator: out[0] as Ptr,
         tag: spec.name,
         overridable: s.overridable,
+        blocking: s.blockingRuns,
       });
     } catch (err) {
       await session.release();
@@ -438,8 +441,13 @@ interface LoadHooks {
   optimizedModelPrefix?: string;
 }
 
-/** The onnxruntime C API engine. */
-export function onnxruntimeCapiAdapter(): EngineAdapter & { autoComplete: typeof autoCompleteOnnx } {
+/**
+ * The onnxruntime C API engine. `blockingRuns`: Run on the calling thread (only where that thread is the
+ * instance's own: the engine-thread transport).
+ */
+export function onnxruntimeCapiAdapter(
+  opts: { blockingRuns?: boolean } = {},
+): EngineAdapter & { autoComplete: typeof autoCompleteOnnx } {
   return {
     autoComplete: autoCompleteOnnx,
     async load(ctx: EngineLoadContext & LoadHooks, signal: AbortSignal): Promise<EngineModel> {
@@ -472,6 +480,7 @@ export function onnxruntimeCapiAdapter(): EngineAdapter & { autoComplete: typeof
         logger,
         optimizedModelPrefix: ctx.optimizedModelPrefix,
         overridable,
+        blockingRuns: opts.blockingRuns === true,
       });
     },
   };

@@ -2,7 +2,7 @@ import { CancelledError, InternalError, InvalidArgError, NereidError } from '../
 import type { Tensor } from '../../../core/tensor.js';
 import koffi from 'koffi';
 import type { ExecuteTimings, TensorSignature } from '../../contract.js';
-import { callAsync, check, ortApi, OrtStatusError, type Out, type Ptr } from './api.js';
+import { callAsync, check, ortApi, OrtStatusError, statusError, type Out, type Ptr } from './api.js';
 import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
@@ -42,6 +42,12 @@ export interface RunnerOptions {
    * onnxruntime does not list among the session's inputs but accepts as feeds by name.
    */
   overridable?: readonly TensorSignature[];
+  /**
+   * Call Run on the calling thread instead of libuv's pool: only for a thread of its own that does nothing else
+   * (the engine-thread transport, `thread-adapter.ts`), where blocking is the point — every run of the instance then
+   * comes from one thread (CUDA's per-thread state stays warm) with no pool hop. Never on the main thread.
+   */
+  blocking?: boolean;
 }
 
 export class OrtRunner {
@@ -216,6 +222,20 @@ export class OrtRunner {
     const api = ortApi();
     const preset = outs.map((v) => v !== null);
     try {
+      if (this.#opts.blocking === true) {
+        const status = api.Run(
+          this.#session.ptr,
+          this.#runOptions,
+          inNames,
+          values.map((v) => v.value),
+          values.length,
+          outNames,
+          outNames.length,
+          outs,
+        ) as Ptr | null;
+        if (status !== null) throw statusError(status);
+        return;
+      }
       await callAsync(
         api.Run,
         this.#session.ptr,

@@ -1,0 +1,8 @@
+import { onnxruntimeCapiAdapter } from './engine.js';
+
+/**
+ * The onnxruntime engine as the engine-thread transport loads it (`--backend-config=onnxruntime,transport=thread`):
+ * each instance lives in a worker thread of its own, so its runs block that thread (Run on the calling thread)
+ * instead of hopping to libuv's pool — every run of an instance comes from the same thread.
+ */
+export const adapter = onnxruntimeCapiAdapter({ blockingRuns: true });
