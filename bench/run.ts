@@ -5,6 +5,7 @@
  *   npm run bench              full: both models, concurrency 1/8/64, every peer that runs here (≤ 10 min)
  *   npm run bench -- --quick   simple only, concurrency 1/64, fastify peer only (≤ 1 min; what CI runs)
  *   npm run bench -- --gpu     the GPU benchmark (bench/gpu.ts; skipped with its reason where no GPU is usable)
+ *   npm run bench -- --cores   front-end threads × concurrency, HTTP and gRPC, pinned (bench/cores.ts)
  *
  * Needs `npm run build` and .venv/bin/perf_analyzer (bash scripts/setup-python.sh); `npm run bench` runs both first;
  * the Python peers need .venv/peers/ (bash bench/peers/setup.sh). Progress goes to stderr, the table to stdout,
@@ -27,6 +28,11 @@ import { grpcSupport, measureStartup, startNereid } from './servers/nereid.js';
 import { peerUnavailable, peerVersions, startFastify, startMlserver, startTriton } from './servers/peers.js';
 import type { BenchServer } from './servers/server.js';
 
+if (process.argv.includes('--cores')) {
+  // The cores benchmark (front-end threads) is a run of its own: bench/cores.ts.
+  await import('./cores.js');
+  process.exit(0);
+}
 const quick = process.argv.includes('--quick');
 const MODE = quick
   ? { models: ['simple'] as ModelName[], concurrency: [1, 64], intervalMs: 500, maxTrials: 3, rawMs: 800, startups: 1 }

@@ -1,6 +1,9 @@
 import { defaultBackends } from './backends/index.js';
+import { startFrontEnds, type RunningFrontEnds } from './frontend/pool.js';
+import { InvalidArgError } from './core/errors.js';
 import {
   consoleRoutes,
+  type ConsoleSources,
   crossSiteRefusal,
   fanOutObserver,
   LatencyWindow,
@@ -34,6 +37,15 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpAddress?: string;
   /** `--http-max-input-size`: largest request body after decompression, in bytes. */
   httpMaxInputSize?: number;
+  /**
+   * `--http-thread-count`: front-end threads running the HTTP and gRPC protocols (src/frontend/). 1 (the default
+   * here; `nereid serve` defaults to one per core from 4 cores): the main thread serves them itself, with no hop.
+   */
+  httpThreadCount?: number;
+  /** `--reuse-http-port`: listen with SO_REUSEPORT, so other servers may share the HTTP port. */
+  reuseHttpPort?: boolean;
+  /** `--reuse-grpc-port`: the same for the gRPC port. */
+  reuseGrpcPort?: boolean;
   /** `--max-response-bytes` (Nereid): largest inference response, HTTP body or gRPC message (default INT32_MAX). */
   maxResponseBytes?: number;
   /** `--http-max-connections` (Nereid): open HTTP connections at most (default 4096). */
@@ -113,6 +125,8 @@ export interface RunningNereid {
   metricsAddress?: string;
   /** Port of the Prometheus endpoint when metrics are on. */
   metricsPort?: number;
+  /** The front-end threads when `httpThreadCount` > 1. */
+  frontEnds?: RunningFrontEnds;
   /**
    * Readiness turns false and new requests are refused, in-flight ones finish (up to `exitTimeoutSecs` for gRPC
    * streams), then the models are unloaded and the listeners closed. Idempotent: every call gets the same promise.
@@ -127,6 +141,10 @@ export interface RunningNereid {
  */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   checkServerOptions(opts);
+  const threads = opts.httpThreadCount ?? SERVER_DEFAULTS.httpThreadCount;
+  if (!Number.isSafeInteger(threads) || threads < 1) {
+    throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
+  }
   const D = SERVER_DEFAULTS;
   // Parsed before any model loads, so a mistyped restriction fails start-up at once.
   const httpRestrictions = parseRestrictions(opts.httpRestrictedApi ?? [], {
@@ -165,24 +183,40 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   let http: Awaited<ReturnType<typeof startHttpServer>> | undefined;
   let metrics: RunningMetricsServer | undefined;
   let grpc: RunningGrpcServer | undefined;
+  let frontEnds: RunningFrontEnds | undefined;
   let grpcHost: string | undefined;
   let metricsHost: string | undefined;
   try {
-    if (opts.allowGrpc ?? D.allowGrpc) {
-      const host = (grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, ''));
-      grpc = await startGrpcServer(server, {
-        host,
-        port: opts.grpcPort ?? D.grpcPort,
-        keepalive: opts.grpcKeepalive,
-        compressionLevel: opts.grpcCompressionLevel,
-        tls: opts.grpcTls,
-        maxMessageSize: opts.grpcMaxInputSize ?? opts.httpMaxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
-        maxResponseBytes: opts.maxResponseBytes,
-        maxResponsePoolSize: opts.grpcMaxResponsePoolSize,
-        restrictions: grpcRestrictions,
-        logger: opts.logger,
-      });
-      opts.logger?.info(`Started GRPCInferenceService at ${host}:${grpc.port}`);
+    const httpOn = opts.allowHttp ?? D.allowHttp;
+    const httpHost = opts.httpAddress ?? D.address;
+    const httpSettings = {
+      host: httpHost,
+      port: opts.httpPort ?? D.httpPort,
+      maxInputSize: opts.httpMaxInputSize,
+      maxResponseBytes: opts.maxResponseBytes,
+      maxConnections: opts.httpMaxConnections,
+      headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
+      requestTimeoutSecs: opts.httpRequestTimeoutSecs,
+      restrictions: httpRestrictions,
+    };
+    if (opts.allowGrpc ?? D.allowGrpc) grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, '');
+    const grpcSettings =
+      grpcHost === undefined
+        ? undefined
+        : {
+            host: grpcHost,
+            port: opts.grpcPort ?? D.grpcPort,
+            keepalive: opts.grpcKeepalive,
+            compressionLevel: opts.grpcCompressionLevel,
+            tls: opts.grpcTls,
+            maxMessageSize: opts.grpcMaxInputSize ?? opts.httpMaxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
+            maxResponseBytes: opts.maxResponseBytes,
+            maxResponsePoolSize: opts.grpcMaxResponsePoolSize,
+            restrictions: grpcRestrictions,
+          };
+    if (threads <= 1 && grpcSettings !== undefined) {
+      grpc = await startGrpcServer(server, { ...grpcSettings, reusePort: opts.reuseGrpcPort, logger: opts.logger });
+      opts.logger?.info(`Started GRPCInferenceService at ${grpcHost}:${grpc.port}`);
     }
     if (opts.allowMetrics ?? D.allowMetrics) {
       const host = (metricsHost = opts.metricsAddress ?? opts.httpAddress ?? D.address);
@@ -198,49 +232,69 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       server.setObserver(metrics.observer);
       opts.logger?.info(`Started Metrics Service at ${host}:${metrics.port}`);
     }
-    if (opts.allowHttp ?? D.allowHttp) {
-      let routes: ReturnType<typeof consoleRoutes> = [];
-      if (opts.console ?? true) {
-        // The console's latency percentiles need each request's time: it observes beside the metrics endpoint.
-        const latency = new LatencyWindow();
-        server.setObserver(fanOutObserver(metrics ? [metrics.observer, latency] : [latency]));
-        routes = consoleRoutes({
-          modelControlMode: opts.modelControlMode ?? D.modelControlMode,
-          logs: opts.consoleLogs,
-          latency,
-          access: opts.consoleAccess,
-        });
-      }
-      http = await startHttpServer(server, {
-        host: opts.httpAddress ?? D.address,
-        port: opts.httpPort ?? D.httpPort,
-        maxInputSize: opts.httpMaxInputSize,
-        maxResponseBytes: opts.maxResponseBytes,
-        maxConnections: opts.httpMaxConnections,
-        headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
-        requestTimeoutSecs: opts.httpRequestTimeoutSecs,
-        restrictions: httpRestrictions,
+    // The console's sources stay on the main thread (the server's observer feeds its latencies, the CLI's logger its
+    // log lines); front-end threads serve its routes and ask the main thread for them (src/frontend/host.ts).
+    let consoleSources: ConsoleSources | undefined;
+    if (httpOn && (opts.console ?? true)) {
+      // The console's latency percentiles need each request's time: it observes beside the metrics endpoint.
+      const latency = new LatencyWindow();
+      server.setObserver(fanOutObserver(metrics ? [metrics.observer, latency] : [latency]));
+      consoleSources = {
+        modelControlMode: opts.modelControlMode ?? D.modelControlMode,
+        logs: opts.consoleLogs,
+        latency,
+        access: opts.consoleAccess,
+      };
+    }
+    if (threads > 1) {
+      // The protocols run on front-end threads; the main thread keeps the server (models, schedulers, statistics,
+      // shared-memory regions, the response cache), so every thread sees the same state.
+      frontEnds = await startFrontEnds(server, {
+        threads,
+        http: httpOn ? httpSettings : undefined,
+        grpc: grpcSettings,
+        console: consoleSources,
         logger: opts.logger,
-        routes,
+      });
+      if (frontEnds.grpcPort !== undefined) {
+        opts.logger?.info(`Started GRPCInferenceService at ${grpcHost}:${frontEnds.grpcPort} (${threads} threads)`);
+      }
+      if (frontEnds.httpPort !== undefined) {
+        opts.logger?.info(`Started HTTPService at ${httpHost}:${frontEnds.httpPort} (${threads} threads)`);
+      }
+    } else if (httpOn) {
+      http = await startHttpServer(server, {
+        ...httpSettings,
+        reusePort: opts.reuseHttpPort,
+        logger: opts.logger,
+        routes: consoleSources ? consoleRoutes(consoleSources) : [],
         refuse: crossSiteRefusal,
       });
-      opts.logger?.info(`Started HTTPService at ${opts.httpAddress ?? D.address}:${http.port}`);
+      opts.logger?.info(`Started HTTPService at ${httpHost}:${http.port}`);
     }
   } catch (err) {
     await grpc?.close(0);
+    await frontEnds?.close(0);
     await metrics?.close();
     await server.close();
     await closeBackends();
     throw err;
   }
   let closing: Promise<void> | undefined;
+  const httpAt =
+    http ??
+    (frontEnds?.httpPort !== undefined
+      ? { address: frontEnds.httpAddress as string, port: frontEnds.httpPort }
+      : undefined);
+  const grpcPort = grpc?.port ?? frontEnds?.grpcPort;
   return {
     server,
-    httpUrl: http ? `http://${urlHost(http.address)}:${http.port}` : undefined,
-    httpAddress: http?.address,
-    httpPort: http?.port,
-    grpcAddress: grpc ? grpcHost : undefined,
-    grpcPort: grpc?.port,
+    httpUrl: httpAt ? `http://${urlHost(httpAt.address)}:${httpAt.port}` : undefined,
+    httpAddress: httpAt?.address,
+    httpPort: httpAt?.port,
+    grpcAddress: grpcPort !== undefined ? grpcHost : undefined,
+    grpcPort,
+    frontEnds,
     metricsAddress: metrics ? metricsHost : undefined,
     metricsPort: metrics?.port,
     close() {
@@ -250,7 +304,8 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         // Open HTTP connections keep being served until they close or the exit timeout (Triton); gRPC streams in
         // flight get the same time.
         const graceMs = (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000;
-        await Promise.all([http?.close({ drainMs: graceMs, idleMs: opts.httpDrainIdleMs }), grpc?.close(graceMs)]);
+        const drain = { drainMs: graceMs, idleMs: opts.httpDrainIdleMs };
+        await Promise.all([http?.close(drain), grpc?.close(graceMs), frontEnds?.close(drain)]);
         await metrics?.close();
         await server.close();
         await closeBackends();

@@ -31,6 +31,20 @@ export const FLAGS = {
     default: 64 * 1024 * 1024,
   },
   'allow-http': { kind: 'bool', help: 'Serve HTTP.', default: true },
+  'http-thread-count': {
+    kind: 'int',
+    help: 'Front-end threads serving HTTP and gRPC (1: the main thread serves them itself). Default: one per core from 4 cores, else 1.',
+  },
+  'reuse-http-port': {
+    kind: 'bool',
+    help: 'Listen with SO_REUSEPORT: other servers may share the HTTP port.',
+    default: false,
+  },
+  'reuse-grpc-port': {
+    kind: 'bool',
+    help: 'Listen with SO_REUSEPORT: other servers may share the gRPC port.',
+    default: false,
+  },
   'max-response-bytes': {
     kind: 'int',
     help: "Nereid's own: largest inference response (HTTP body or gRPC message), bytes; refused with 400 before it is built.",

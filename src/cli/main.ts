@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { NEREID_VERSION } from '../core/version.js';
@@ -16,6 +17,7 @@ import {
 import { serve } from '../index.js';
 import { cliLogging } from './log-output.js';
 import { announceReady } from './ready-report.js';
+import { defaultThreadCount } from '../frontend/pool.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
 async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
@@ -73,6 +75,9 @@ async function runServe(argv: string[]): Promise<number> {
     httpAddress: v['http-address'] as string,
     httpMaxInputSize: v['http-max-input-size'] as number,
     allowHttp: v['allow-http'] as boolean,
+    httpThreadCount: (v['http-thread-count'] as number | undefined) ?? defaultThreadCount(availableParallelism()),
+    reuseHttpPort: v['reuse-http-port'] as boolean,
+    reuseGrpcPort: v['reuse-grpc-port'] as boolean,
     httpRestrictedApi: v['http-restricted-api'] as string[],
     maxResponseBytes: v['max-response-bytes'] as number,
     allowClientShm: v['allow-client-shm'] as boolean,

@@ -98,6 +98,29 @@ interface WireResponse {
   outputs?: WireOutput[];
 }
 
+// Whether JSON.parse gives revivers the literal's text (Node >= 21: TC39 "JSON.parse source text access").
+const HAS_JSON_SOURCE = ((): boolean => {
+  let ok = false;
+  JSON.parse('1', ((_k: string, v: unknown, ctx?: { source?: string }) => {
+    ok = typeof ctx?.source === 'string';
+    return v;
+  }) as (k: string, v: unknown) => unknown);
+  return ok;
+})();
+
+/**
+ * JSON.parse keeping integer literals beyond 2^53 exact, as bigint (INT64/UINT64 data up to 2^63-1 and 2^64-1),
+ * where the runtime shows revivers the literal's text; the reviver runs only when the text holds a 16-digit run.
+ */
+function parseExactJson(text: string): unknown {
+  if (!HAS_JSON_SOURCE || !/\d{16}/.test(text)) return JSON.parse(text);
+  const reviver = (_k: string, v: unknown, ctx?: { source?: string }): unknown =>
+    typeof v === 'number' && !Number.isSafeInteger(v) && ctx?.source !== undefined && /^-?\d+$/.test(ctx.source)
+      ? BigInt(ctx.source)
+      : v;
+  return JSON.parse(text, reviver as (k: string, v: unknown) => unknown);
+}
+
 /**
  * Decodes an infer response body. `headerLength` is the `Inference-Header-Content-Length` value (undefined: the
  * whole body is JSON); blobs follow the header in output order, each `binary_data_size` long.
@@ -109,7 +132,7 @@ export function decodeInferResponse(body: Uint8Array, headerLength: number | und
   }
   let wire: WireResponse;
   try {
-    wire = JSON.parse(new TextDecoder().decode(body.subarray(0, n))) as WireResponse;
+    wire = parseExactJson(new TextDecoder().decode(body.subarray(0, n))) as WireResponse;
   } catch (err) {
     throw new InternalError(`the server's infer response is not JSON: ${(err as Error).message}`, { cause: err });
   }

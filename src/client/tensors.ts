@@ -136,8 +136,9 @@ function flatten(data: unknown[]): unknown[] {
 }
 
 /**
- * Tensor data from KServe JSON `data` (flat or nested). INT64/UINT64 beyond 2^53 arrive rounded, since JSON.parse
- * reads them as doubles; use binary data for exact 64-bit integers. `null` floats (NaN/Inf) become NaN.
+ * Tensor data from KServe JSON `data` (flat or nested). INT64/UINT64 beyond 2^53 are exact where the response was
+ * parsed with the literals' text (http-codec.ts, Node >= 21: they arrive as bigint); older runtimes round them, and
+ * binary data is exact everywhere. `null` floats (NaN/Inf) become NaN.
  */
 export function fromJsonData(
   name: string,
@@ -166,7 +167,7 @@ export function fromJsonData(
         break;
       case 'INT64':
       case 'UINT64':
-        out[i] = BigInt(typeof v === 'string' ? v : Math.trunc(num(v)));
+        out[i] = typeof v === 'bigint' ? v : BigInt(typeof v === 'string' ? v : Math.trunc(num(v)));
         break;
       case 'FP16':
         out[i] = floatToHalfBits(num(v));

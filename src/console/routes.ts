@@ -5,27 +5,45 @@ import { NEREID_VERSION } from '../core/version.js';
 import { send, sendJson } from '../protocol/http/respond.js';
 import type { Handler, Route, RouteContext } from '../protocol/http/routes.js';
 import { loadAssets, type Asset } from './assets.js';
-import type { LatencyWindow } from './latency-window.js';
-import type { LogRing } from './log-ring.js';
+import type { LatencySummary } from './latency-window.js';
 
 /** Triton's restricted-API categories of what the console's own endpoints show. */
 export type ConsoleCategory = 'model-config' | 'logging' | 'statistics';
 
 /**
  * The console's answer to the restricted-API rules: given a request and the category of what it asks for, why it
- * is refused (answered 403), or undefined. The console's actions themselves (load, unload, infer) are the server's
+ * is refused (answered 403), or undefined. With front-end threads it runs on the main thread and is given the
+ * request's `method`, `url` and `headers` only. The console's actions themselves (load, unload, infer) are the server's
  * own /v2 endpoints and pass those rules there; this covers the three read-only endpoints only the console has.
  */
 export type ConsoleAccess = (req: IncomingMessage, category: ConsoleCategory) => string | undefined;
 
-export interface ConsoleOptions {
+/** Recent log lines (a LogRing; on a front-end thread, one that asks the main thread's ring). */
+export interface ConsoleLogSource {
+  readonly capacity: number;
+  json(after?: number): string;
+}
+
+/** Request latencies (a LatencyWindow; on a front-end thread, one that asks the main thread's window). */
+export interface ConsoleLatencySource {
+  summary(windowMs: number): LatencySummary[];
+}
+
+/**
+ * What the console shows, as serve() holds it on the main thread. Front-end threads (src/frontend/) get the same
+ * shape with sources that call the main thread, so there is one ring, one window and one access rule per process.
+ */
+export interface ConsoleSources {
   /** `--model-control-mode`: the console offers load and unload only in explicit mode. */
   modelControlMode: 'none' | 'poll' | 'explicit';
   /** Recent log lines; without it (an embedder's own logger) the log page says none are kept. */
-  logs?: LogRing;
+  logs?: ConsoleLogSource;
   /** Request latencies, fed by the server's observer. */
-  latency: LatencyWindow;
+  latency: ConsoleLatencySource;
   access?: ConsoleAccess;
+}
+
+export interface ConsoleOptions extends ConsoleSources {
   /** The files to serve (tests pass their own); default: the package's `console/` folder. */
   assets?: ReadonlyMap<string, Asset>;
 }

@@ -28,6 +28,11 @@ export interface ResolvedModel {
   readonly inputs: readonly TensorMetadata[];
   /** Decoupled (`model_transaction_policy`): any number of responses per request, so only streaming endpoints. */
   readonly decoupled: boolean;
+  /**
+   * Identity of the lookup: the same object while the same load of the same version would serve the request. Front-end
+   * threads cache their lookups and learn from it that one went stale (src/frontend/host.ts).
+   */
+  readonly key?: object;
 }
 
 export interface InferOptions extends CallOptions {
@@ -52,6 +57,10 @@ export interface InferenceServerApi extends InferenceServerExtensions {
   modelConfig(name: string, version?: string): ModelConfig;
   /** Throws NotFoundError unless the model (and version) can take requests; lets protocols fail fast before parsing bodies. */
   checkModel(name: string, version?: string): ResolvedModel;
+  /**
+   * The request's tensor buffers are GIVEN: the caller must not read or reuse them afterwards (a front-end thread's
+   * proxy transfers them to the main thread: src/frontend/wire.ts). The response's tensors are given to the caller.
+   */
   infer(request: InferRequest, opts?: InferOptions): Promise<InferResponse>;
   close(): Promise<void>;
 }

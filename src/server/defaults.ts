@@ -19,6 +19,8 @@ export const SERVER_DEFAULTS = Object.freeze({
   modelControlMode: 'none' as 'none' | 'poll' | 'explicit',
   repositoryPollSecs: 15,
   exitTimeoutSecs: 30,
+  /** `serve()`'s front-end threads: the main thread serves the protocols itself (`nereid serve`: the cores). */
+  httpThreadCount: 1,
 });
 
 const MODES = ['none', 'poll', 'explicit'];

@@ -648,6 +648,10 @@ class Target implements ResolvedModel {
   get inputs(): TensorMetadata[] {
     return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));
   }
+  /** A version entry belongs to one load of its model: a reload or an unload replaces it. */
+  get key(): object {
+    return this.versionEntry;
+  }
   /** Still the model a request for `name` would get (nothing was unloaded or replaced since the lookup). */
   fresh(name: string): boolean {
     return this.model.name === name && this.versionEntry.state === 'READY';

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { TEST_FRONTEND_THREADS } from '../helpers/server.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -35,6 +36,8 @@ export async function startServerProcess(args: string[]): Promise<ServerProcess>
       '--grpc-port=0',
       '--grpc-address=127.0.0.1',
       '--allow-metrics=false',
+      // The suites' front-end threads (npm run test:threads runs this with 2): bad input meets the threads' proxy too.
+      `--http-thread-count=${TEST_FRONTEND_THREADS}`,
       ...args,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },

@@ -6,7 +6,8 @@ import {
   type GrpcServerOptions,
   type RunningGrpcServer,
 } from '../../src/protocol/grpc/index.js';
-import { EXAMPLES } from './server.js';
+import { startFrontEnds } from '../../src/frontend/pool.js';
+import { EXAMPLES, TEST_FRONTEND_THREADS } from './server.js';
 
 /** A real Nereid (HTTP on port 0) with the gRPC endpoint on 127.0.0.1, port 0, and a client for it. */
 export interface GrpcNereid {
@@ -60,6 +61,21 @@ export function callUnary<T>(
   });
 }
 
+/**
+ * Starts the gRPC endpoint of `running`'s server with these options: on the main thread, or on front-end threads
+ * when the suites run with several (TEST_FRONTEND_THREADS).
+ */
+export async function startTestGrpcServer(
+  running: RunningNereid,
+  opts: Partial<GrpcServerOptions> = {},
+): Promise<RunningGrpcServer> {
+  const settings = { host: '127.0.0.1', ...opts, port: 0 };
+  if (TEST_FRONTEND_THREADS <= 1) return startGrpcServer(running.server, settings);
+  const { logger: _logger, ...grpc } = settings;
+  const frontEnds = await startFrontEnds(running.server, { threads: TEST_FRONTEND_THREADS, grpc });
+  return { port: frontEnds.grpcPort as number, close: (graceMs) => frontEnds.close(graceMs) };
+}
+
 export async function startGrpcNereid(opts: Partial<GrpcServerOptions> = {}): Promise<GrpcNereid> {
   const running = await serve({
     repositories: [EXAMPLES],
@@ -67,10 +83,11 @@ export async function startGrpcNereid(opts: Partial<GrpcServerOptions> = {}): Pr
     httpAddress: '127.0.0.1',
     metricsPort: 0,
     allowGrpc: false,
+    httpThreadCount: TEST_FRONTEND_THREADS,
   });
   let server: RunningGrpcServer;
   try {
-    server = await startGrpcServer(running.server, { host: '127.0.0.1', ...opts, port: 0 });
+    server = await startTestGrpcServer(running, opts);
   } catch (err) {
     await running.close();
     throw err;

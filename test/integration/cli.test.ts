@@ -4,7 +4,7 @@ import { request } from 'node:http';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { EXAMPLES } from '../helpers/server.js';
+import { EXAMPLES, TEST_FRONTEND_THREADS } from '../helpers/server.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -30,6 +30,7 @@ async function startChild(args: string[]): Promise<{ child: ChildProcess; port: 
     '--http-address=127.0.0.1',
     '--metrics-port=0',
     '--grpc-port=0',
+    `--http-thread-count=${TEST_FRONTEND_THREADS}`,
     ...args,
   ]);
   let logs = '';

@@ -9,7 +9,8 @@ import {
   type InferInputTensor,
 } from '../../src/client/index.js';
 import { NereidGrpcClient, type StreamResponse } from '../../src/client/grpc.js';
-import { startGrpcServer, type RunningGrpcServer } from '../../src/protocol/grpc/index.js';
+import type { RunningGrpcServer } from '../../src/protocol/grpc/index.js';
+import { startTestGrpcServer } from '../helpers/grpc.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 
 const range = (n: number, f: (i: number) => number = (i) => i): number[] => Array.from({ length: n }, (_, i) => f(i));
@@ -42,7 +43,7 @@ describe('NereidGrpcClient (real server)', () => {
   let client: NereidGrpcClient;
   before(async () => {
     server = await startNereid();
-    grpcServer = await startGrpcServer(server.server, { host: '127.0.0.1', port: 0 });
+    grpcServer = await startTestGrpcServer(server);
     client = new NereidGrpcClient({ address: `127.0.0.1:${grpcServer.port}` });
   });
   after(async () => {
@@ -198,7 +199,7 @@ describe('NereidGrpcClient model control (real server, explicit mode)', () => {
   let client: NereidGrpcClient;
   before(async () => {
     server = await startNereid({ modelControlMode: 'explicit' });
-    grpcServer = await startGrpcServer(server.server, { host: '127.0.0.1', port: 0 });
+    grpcServer = await startTestGrpcServer(server);
     client = new NereidGrpcClient({ address: `127.0.0.1:${grpcServer.port}` });
   });
   after(async () => {

@@ -96,6 +96,17 @@ describe('internal errors at the protocol boundary', () => {
     return entry;
   }
 
+  /**
+   * The logged cause is the thrown error: the object itself, or (from a front-end thread, where errors cross as
+   * plain data) its name, message and stack.
+   */
+  function assertLoggedCause(logged: unknown, thrown: Error): void {
+    const e = logged as { name?: string; type?: string; message?: string; stack?: string };
+    assert.equal(e.message, thrown.message);
+    assert.equal(e.stack, thrown.stack);
+    assert.equal(e instanceof Error ? e.name : e.type, thrown.name);
+  }
+
   const httpInfer = (): Promise<Response> =>
     fetch(`${srv.url}/v2/models/simple/infer`, {
       method: 'POST',
@@ -115,7 +126,7 @@ describe('internal errors at the protocol boundary', () => {
         assert.equal(res.status, 500);
         const body = (await res.json()) as { error: string };
         const entry = logged(body.error);
-        assert.equal(entry.obj.err, thrown);
+        assertLoggedCause(entry.obj.err, thrown);
         assert.equal(entry.obj.protocol, 'http');
         assert.equal(entry.obj.url, '/v2/models/simple');
       },
@@ -133,7 +144,7 @@ describe('internal errors at the protocol boundary', () => {
         const res = await httpInfer();
         assert.equal(res.status, 500);
         const entry = logged(((await res.json()) as { error: string }).error);
-        assert.equal(entry.obj.err, thrown, 'the original throwable is logged, not the wrapper');
+        assertLoggedCause(entry.obj.err, thrown); // the original throwable, not the wrapper
       },
     );
   });
@@ -177,7 +188,7 @@ describe('internal errors at the protocol boundary', () => {
         await assert.rejects(callUnary(client, 'ModelMetadata', { name: 'simple' }), (err: grpc.ServiceError) => {
           assert.equal(err.code, 13);
           const entry = logged(err.details);
-          assert.equal(entry.obj.err, thrown);
+          assertLoggedCause(entry.obj.err, thrown);
           assert.equal(entry.obj.rpc, 'ModelMetadata');
           return true;
         });

@@ -5,6 +5,7 @@ import { healthHandlers, serviceHandlers } from './handlers.js';
 import { modelInfer, modelStreamInfer, type InferLimits } from './infer.js';
 import { InvalidArgError } from '../../core/errors.js';
 import { loadServices } from './proto.js';
+import { listenReusePort } from './reuse-port.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { restrictService } from './restrict.js';
 import { watchStalledSessions } from './session-watch.js';
@@ -75,6 +76,8 @@ export interface GrpcServerOptions {
   tls?: GrpcTlsOptions;
   /** `--grpc-restricted-protocol`, parsed with the `triton-grpc-protocol-` prefix (protocol/restricted.ts). */
   restrictions?: Restrictions;
+  /** Listen with SO_REUSEPORT (Triton's `--reuse-grpc-port`; front-end threads share the port): reuse-port.ts. */
+  reusePort?: boolean;
 }
 
 /** A started gRPC endpoint. */
@@ -158,14 +161,20 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   server.addService(tolerantService(Health.service), restrictService(healthHandlers(api, logger), restrictions));
   const host = opts.host ?? '0.0.0.0';
   const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${opts.port}` : `${host}:${opts.port}`;
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, credentials(opts.tls), (err, bound) => (err ? reject(err) : resolve(bound))),
-  );
+  const listener = opts.reusePort ? await listenReusePort(server, credentials(opts.tls), host, opts.port) : undefined;
+  const port =
+    listener?.port ??
+    (await new Promise<number>((resolve, reject) =>
+      server.bindAsync(address, credentials(opts.tls), (err, bound) => (err ? reject(err) : resolve(bound))),
+    ));
+  // After the listener: a reuse-port listener's injector is one of the grpc-js server's HTTP/2 servers too.
   const unwatch = watchStalledSessions(server, logger);
   let closing: Promise<void> | undefined;
   return {
     port,
     close(graceMs = 30_000) {
+      // A reuse-port listener stops accepting first; it closes once the connections it handed over have ended.
+      const stopped = listener?.close();
       closing ??= new Promise<void>((resolve) => {
         unwatch();
         const timer = setTimeout(() => server.forceShutdown(), graceMs);
@@ -175,7 +184,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
           resolve();
         });
       });
-      return closing;
+      return stopped ? closing.then(() => stopped) : closing;
     },
   };
 }

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { Server, type AddressInfo, type Socket } from 'node:net';
+import { Server, type AddressInfo, type ListenOptions, type Socket } from 'node:net';
 import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
@@ -59,6 +59,18 @@ export interface HttpServerOptions {
   requestTimeoutSecs?: number;
   /** `--http-restricted-api`, parsed (protocol/restricted.ts). */
   restrictions?: Restrictions;
+  /**
+   * Listen with SO_REUSEPORT (Triton's `--reuse-http-port`): several listeners, in this process's front-end threads
+   * or in other processes, share the port and the kernel spreads connections among them. Needs Node >= 22.12.
+   */
+  reusePort?: boolean;
+  /**
+   * Front-end threads: open connections per listener, one Int32 each, in memory every thread's listener shares;
+   * this listener counts in `slot` and refuses a connection while the sum is at `maxConnections`, so the cap holds
+   * for the process rather than per thread. A thread that dies takes its connections with it; pool.ts zeroes its
+   * slot before a replacement starts.
+   */
+  sharedConnections?: { counts: SharedArrayBuffer; slot: number };
   logger?: Logger;
   /** More routes, matched before Triton's table (the web console mounts `/console` this way). */
   routes?: readonly Route[];
@@ -138,21 +150,40 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   );
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   server.maxConnections = maxConnections;
-  server.on('connection', (socket: Socket) => {
-    connections.set(socket, { active: 0, idleSince: Date.now() });
-    socket.once('close', () => connections.delete(socket));
-  });
   let dropsLogged = 0;
-  server.on('drop', () => {
+  const dropped = (): void => {
     // One line per 1000 refused connections: a flood must not flood the log too.
     if (dropsLogged++ % 1000 === 0) {
       logger.warn(`HTTP connection refused: ${maxConnections} connections are open (--http-max-connections)`);
     }
+  };
+  const shared = opts.sharedConnections && {
+    counts: new Int32Array(opts.sharedConnections.counts),
+    slot: opts.sharedConnections.slot,
+  };
+  server.on('connection', (socket: Socket) => {
+    if (shared !== undefined) {
+      let open = Atomics.add(shared.counts, shared.slot, 1);
+      for (let i = 0; i < shared.counts.length; i++) if (i !== shared.slot) open += Atomics.load(shared.counts, i);
+      if (open >= maxConnections) {
+        Atomics.sub(shared.counts, shared.slot, 1);
+        socket.destroy();
+        dropped();
+        return;
+      }
+      socket.once('close', () => Atomics.sub(shared.counts, shared.slot, 1));
+    }
+    connections.set(socket, { active: 0, idleSince: Date.now() });
+    socket.once('close', () => connections.delete(socket));
   });
+  server.on('drop', dropped);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
+    // `reusePort` is newer than the @types/node this project builds against.
+    const listen: ListenOptions & { reusePort?: boolean } = { port: opts.port, host: opts.host };
+    if (opts.reusePort) listen.reusePort = true;
+    server.listen(listen, () => {
       server.off('error', reject);
       resolve();
     });

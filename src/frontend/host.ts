@@ -1,0 +1,274 @@
+import type { IncomingMessage } from 'node:http';
+import type { MessagePort } from 'node:worker_threads';
+import { InvalidArgError, type NereidError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import type { ConsoleSources } from '../console/index.js';
+import type { InferResponse } from '../core/inference.js';
+import type { InferenceServerApi, ResolvedModel } from '../server/api.js';
+import { Outbox } from './outbox.js';
+import { answerSyncCalls } from './sync-call.js';
+import {
+  fromWireError,
+  InferFlag,
+  packResult,
+  Tag,
+  toWireError,
+  unpackInfer,
+  type CallMessage,
+  type ErrorMessage,
+  type InferMessage,
+  type ReplyMessage,
+  type SyncMethod,
+  type WireError,
+} from './wire.js';
+
+/** Model lookups one thread may hold tokens for (see #sync's checkModel). */
+const MAX_TOKENS = 4096;
+
+/** Where answers go: the thread's Worker (its parentPort on the other side). */
+export interface Poster {
+  postMessage(value: unknown, transferList?: readonly ArrayBuffer[]): void;
+}
+
+/**
+ * The main thread's side of one front-end thread: answers its messages against the real InferenceServer.
+ *
+ * Per inference request the main thread now does only: unpack the message, one model lookup, `infer` (validation,
+ * scheduling, statistics, metrics, trace: all as before), pack the result. Parsing, validation of the wire format,
+ * JSON and protobuf, compression and socket I/O stay on the front-end thread.
+ *
+ * Model lookups: a front-end thread caches the lookups it asked for (`checkModel`, answered with a token naming
+ * the lookup's identity, `ResolvedModel.key`). Each request carries the token of the lookup it was decoded with;
+ * the host looks the model up afresh (the request runs on the current model, as InferenceServer.infer always did)
+ * and answers `stale` when the identity differs, so the thread drops its cached entry.
+ *
+ * Cancellation: one AbortController here per AbortSignal id there; an ABORT message aborts it, a RELEASE message
+ * (the signal was collected there) forgets it. When the thread dies, every controller aborts: nobody is left to
+ * read the answers, so queued work is dropped and running work discarded, as for a client that went away.
+ *
+ * Threading: main thread only.
+ */
+export class FrontEndHost {
+  readonly #api: InferenceServerApi;
+  readonly #outbox: Outbox;
+  readonly #logger: Logger;
+  readonly #console: ConsoleSources | undefined;
+  readonly #controllers = new Map<number, AbortController>();
+  readonly #tokens = new Map<number, object>();
+  #nextToken = 0;
+  #dead: NereidError | undefined;
+
+  constructor(
+    api: InferenceServerApi,
+    port: Poster,
+    sync: { port: MessagePort; flag: SharedArrayBuffer },
+    logger: Logger,
+    console?: ConsoleSources,
+  ) {
+    this.#api = api;
+    this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer));
+    this.#logger = logger;
+    this.#console = console;
+    answerSyncCalls(sync.port, sync.flag, (method, args) => this.#sync(method, args));
+  }
+
+  /** Handles one message from the thread; false when it is not for the host (thread control: pool.ts). */
+  handle(msg: unknown[]): boolean {
+    switch (msg[0]) {
+      case Tag.BATCH:
+        for (const m of msg[1] as unknown[][]) {
+          if (m[0] === Tag.INFER) this.#infer(m as InferMessage, msg[2] as ArrayBuffer | undefined);
+          else this.handle(m);
+        }
+        return true;
+      case Tag.INFER:
+        this.#infer(msg as InferMessage, undefined);
+        return true;
+      case Tag.CALL:
+        this.#call(msg as CallMessage);
+        return true;
+      case Tag.ABORT:
+        this.#abort(msg[1] as number, fromWireError(msg[2] as WireError));
+        return true;
+      case Tag.RELEASE:
+        for (const id of msg[1] as number[]) this.#controllers.delete(id);
+        return true;
+      case Tag.LOG:
+        this.#log(msg);
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  /** The thread is gone: abort everything it asked for. Idempotent. */
+  fail(err: NereidError): void {
+    if (this.#dead) return;
+    this.#dead = err;
+    const controllers = [...this.#controllers.values()];
+    this.#controllers.clear();
+    for (const c of controllers) c.abort(err);
+  }
+
+  #signal(id: number): AbortSignal | undefined {
+    if (id === 0) return undefined;
+    let c = this.#controllers.get(id);
+    if (c === undefined) {
+      c = new AbortController();
+      if (this.#dead) c.abort(this.#dead);
+      else this.#controllers.set(id, c);
+    }
+    return c.signal;
+  }
+
+  #abort(id: number, reason: NereidError): void {
+    let c = this.#controllers.get(id);
+    if (c === undefined && !this.#dead) this.#controllers.set(id, (c = new AbortController()));
+    c?.abort(reason);
+  }
+
+  #infer(msg: InferMessage, arena: ArrayBuffer | undefined): void {
+    const id = msg[1];
+    const token = msg[3];
+    let stale = false;
+    const fail = (err: unknown): void => {
+      const reply: ErrorMessage = [Tag.ERROR, id, stale, toWireError(err)];
+      this.#outbox.send(reply);
+    };
+    let resolved: ResolvedModel;
+    let request;
+    try {
+      request = unpackInfer(msg, arena);
+      resolved = this.#api.checkModel(request.model, request.version);
+    } catch (err) {
+      stale = token !== 0 && this.#tokens.delete(token);
+      return fail(err);
+    }
+    if (token !== 0 && this.#tokens.get(token) !== (resolved.key ?? resolved)) {
+      stale = true;
+      this.#tokens.delete(token);
+    }
+    // A streaming caller there: each of a decoupled model's responses goes out as it comes, in order before the
+    // RESULT (one outbox). Only decoupled models call it; the others answer with the RESULT alone.
+    const onResponse =
+      (msg[4] & InferFlag.STREAMING) === 0
+        ? undefined
+        : (response: InferResponse): void => {
+            if (this.#dead) return;
+            const { msg: partial, transfer } = packResult(id, false, response, this.#outbox.arena, Tag.PARTIAL);
+            this.#outbox.send(partial, transfer, fail);
+          };
+    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved, onResponse }).then((response) => {
+      if (this.#dead) return;
+      try {
+        const { msg: result, transfer } = packResult(id, stale, response, this.#outbox.arena);
+        this.#outbox.send(result, transfer, fail);
+      } catch (err) {
+        fail(err);
+      }
+    }, fail);
+  }
+
+  #call([, id, signalId, method, args]: CallMessage): void {
+    const reply = (ok: boolean, value: unknown): void => {
+      const msg: ReplyMessage = [Tag.REPLY, id, ok, value];
+      this.#outbox.send(msg, undefined, (err) => this.#outbox.send([Tag.REPLY, id, false, toWireError(err)]));
+    };
+    const opts = { ...(args[1] as object), signal: this.#signal(signalId) };
+    const run =
+      method === 'loadModel'
+        ? this.#api.loadModel(args[0] as string, opts)
+        : method === 'unloadModel'
+          ? this.#api.unloadModel(args[0] as string, opts)
+          : Promise.reject(new InvalidArgError(`unknown call '${String(method)}'`));
+    run.then(
+      () => reply(true, undefined),
+      (err: unknown) => reply(false, toWireError(err)),
+    );
+  }
+
+  #sync(method: SyncMethod, args: unknown[]): unknown {
+    const api = this.#api;
+    const [a, b] = args as [never, never];
+    switch (method) {
+      case 'checkModel': {
+        const r = api.checkModel(a, b);
+        const token = ++this.#nextToken;
+        this.#tokens.set(token, r.key ?? r);
+        // Only version strings that resolve make a token ("1", "01", "001": all version 1), but a client could
+        // still grow the map: past MAX_TOKENS the oldest go, and a request carrying one is answered `stale`.
+        if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as number);
+        return {
+          name: r.name,
+          version: r.version,
+          maxBatchSize: r.maxBatchSize,
+          inputs: r.inputs,
+          decoupled: r.decoupled,
+          token,
+        };
+      }
+      case 'isLive':
+        return api.isLive();
+      case 'isReady':
+        return api.isReady();
+      case 'metadata':
+        return api.metadata();
+      case 'modelMetadata':
+        return api.modelMetadata(a, b);
+      case 'modelReady':
+        return api.modelReady(a, b);
+      case 'modelConfig':
+        return api.modelConfig(a, b);
+      case 'repositoryIndex':
+        return api.repositoryIndex(a);
+      case 'modelStatistics':
+        return api.modelStatistics(a, b);
+      case 'logSettings':
+        return api.logSettings();
+      case 'updateLogSettings':
+        return api.updateLogSettings(a);
+      case 'traceSettings':
+        return api.traceSettings(a);
+      case 'updateTraceSettings':
+        return api.updateTraceSettings(a, b);
+      case 'systemSharedMemoryStatus':
+        return api.systemSharedMemoryStatus(a);
+      case 'checkSystemSharedMemoryRegister':
+        return api.checkSystemSharedMemoryRegister(a);
+      case 'registerSystemSharedMemory': {
+        const [name, key, offset, byteSize] = args as [string, string, bigint, bigint];
+        return api.registerSystemSharedMemory(name, key, offset, byteSize);
+      }
+      case 'unregisterSystemSharedMemory':
+        return api.unregisterSystemSharedMemory(a);
+      case 'cudaSharedMemoryStatus':
+        return api.cudaSharedMemoryStatus(a);
+      case 'registerCudaSharedMemory':
+        return api.registerCudaSharedMemory(a);
+      case 'unregisterCudaSharedMemory':
+        return api.unregisterCudaSharedMemory(a);
+      case 'consoleLogs': {
+        const logs = this.#console?.logs;
+        if (logs === undefined) throw new InvalidArgError('this server keeps no log lines for the console');
+        return logs.json(a);
+      }
+      case 'consoleLatency':
+        return this.#console?.latency.summary(a) ?? [];
+      case 'consoleAccess':
+        // The thread's request as plain data: the rule reads its method, url and headers (ConsoleAccess).
+        return this.#console?.access?.(a as IncomingMessage, b);
+      default:
+        throw new InvalidArgError(`unknown call '${String(method)}'`);
+    }
+  }
+
+  /** A front-end thread's log record, written by the server's logger (its switches and destination apply). */
+  #log([, level, bindings, obj, message]: unknown[]): void {
+    const logger =
+      Object.keys(bindings as object).length > 0
+        ? this.#logger.child(bindings as object as Record<string, unknown>)
+        : this.#logger;
+    const write = logger[level as 'error' | 'warn' | 'info' | 'debug' | 'trace'];
+    if (typeof write === 'function') write.call(logger, obj as object, message as string | undefined);
+  }
+}
