@@ -243,8 +243,12 @@ export class FrontEndHost {
         return api.unregisterSystemSharedMemory(a);
       case 'cudaSharedMemoryStatus':
         return api.cudaSharedMemoryStatus(a);
-      case 'registerCudaSharedMemory':
-        return api.registerCudaSharedMemory(a);
+      case 'checkCudaSharedMemoryRegister':
+        return api.checkCudaSharedMemoryRegister(a);
+      case 'registerCudaSharedMemory': {
+        const [name, rawHandle, deviceId, byteSize] = args as [string, Uint8Array, bigint, bigint];
+        return api.registerCudaSharedMemory(name, rawHandle, deviceId, byteSize);
+      }
       case 'unregisterCudaSharedMemory':
         return api.unregisterCudaSharedMemory(a);
       case 'consoleLogs': {

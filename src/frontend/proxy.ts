@@ -311,8 +311,12 @@ export class ProxyServerApi implements InferenceServerApi {
     return this.#sync.call('cudaSharedMemoryStatus', [name]);
   }
 
-  registerCudaSharedMemory(name: string): void {
-    this.#sync.call('registerCudaSharedMemory', [name]);
+  checkCudaSharedMemoryRegister(name: string): void {
+    this.#sync.call('checkCudaSharedMemoryRegister', [name]);
+  }
+
+  registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: bigint, byteSize: bigint): void {
+    this.#sync.call('registerCudaSharedMemory', [name, rawHandle, deviceId, byteSize]);
   }
 
   unregisterCudaSharedMemory(name?: string): void {

@@ -344,6 +344,7 @@ export type SyncMethod =
   | 'registerSystemSharedMemory'
   | 'unregisterSystemSharedMemory'
   | 'cudaSharedMemoryStatus'
+  | 'checkCudaSharedMemoryRegister'
   | 'registerCudaSharedMemory'
   | 'unregisterCudaSharedMemory'
   | 'consoleLogs'
