@@ -47,8 +47,13 @@ const KIND = DRY ? 'KIND_CPU' : 'KIND_GPU';
  * NEREID_BENCH_TRANSPORTS=inprocess,thread: serve with each onnxruntime transport in turn (default: inprocess).
  */
 const TRANSPORTS = (process.env.NEREID_BENCH_TRANSPORTS ?? 'inprocess').split(',');
-/** NEREID_BENCH_SERVER_ARGS='--a=1 --b=2': more `nereid serve` arguments (front-end threads, say). */
-const EXTRA_ARGS = (process.env.NEREID_BENCH_SERVER_ARGS ?? '').split(' ').filter((a) => a !== '');
+/**
+ * NEREID_BENCH_SERVER_ARGS='--a=1 --b=2|--a=3': more `nereid serve` arguments (front-end threads, say); variants
+ * separated by `|` are each served in turn (with each transport).
+ */
+const EXTRA_ARGS = (process.env.NEREID_BENCH_SERVER_ARGS ?? '')
+  .split('|')
+  .map((v) => v.split(' ').filter((a) => a !== ''));
 /** NEREID_BENCH_ONLY=a,b: only these models (names as in the tables). */
 const ONLY = process.env.NEREID_BENCH_ONLY?.split(',');
 
@@ -378,8 +383,14 @@ function split(a: StatsSnapshot, b: StatsSnapshot): NonNullable<Row['split']> {
   };
 }
 
-async function nereid(work: string, transport: string): Promise<void> {
-  const repo = join(work, `repo-${transport}`);
+/** A row's suffix naming how the server ran, when not the default. */
+function label(transport: string, extra: string[]): string {
+  const parts = [...(transport === 'inprocess' ? [] : [transport]), ...extra.map((a) => a.replace(/^--/, ''))];
+  return parts.length === 0 ? '' : ` (${parts.join(', ')})`;
+}
+
+async function nereid(work: string, transport: string, extra: string[]): Promise<void> {
+  const repo = join(work, `repo-${transport}-${extra.join('_').replace(/[^a-z0-9]/gi, '')}`);
   const list = models();
   for (const m of list) {
     await mkdir(join(repo, m.name, '1'), { recursive: true });
@@ -403,7 +414,7 @@ async function nereid(work: string, transport: string): Promise<void> {
       '--metrics-port=0',
       '--log-info=false',
       `--backend-config=onnxruntime,transport=${transport}`,
-      ...EXTRA_ARGS,
+      ...extra,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
   );
@@ -440,7 +451,7 @@ async function nereid(work: string, transport: string): Promise<void> {
           const after = await inferenceCounts(http, m.name);
           const avg = (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
           add({
-            what: `nereid ${KIND} x${m.count} HTTP binary${transport === 'inprocess' ? '' : ` (${transport})`}`,
+            what: `nereid ${KIND} x${m.count} HTTP binary${label(transport, extra)}`,
             model: m.name,
             concurrency: c,
             ...r,
@@ -469,7 +480,7 @@ function report(ceiling: Row[]): string {
   out.push(
     `# GPU benchmark (${new Date().toISOString()})`,
     '',
-    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up; nereid serve ${['--backend-config=onnxruntime,transport=' + TRANSPORTS.join('|'), ...EXTRA_ARGS].join(' ')}.`,
+    `${gpu}; Node ${process.version}; ${MS} ms per point, ${WARMUP_MS} ms warm-up; nereid serve with --backend-config=onnxruntime,transport=${TRANSPORTS.join('|')} × [${EXTRA_ARGS.map((v) => v.join(' ') || '(defaults)').join(' | ')}].`,
     '',
   );
   out.push('## Baselines (batch sweep, in-process, one run at a time)', '');
@@ -550,7 +561,7 @@ export async function runGpuBench(): Promise<void> {
     await loadgenCeiling(work);
     const ceiling = rows.splice(0);
     await baselines();
-    for (const t of TRANSPORTS) await nereid(work, t);
+    for (const extra of EXTRA_ARGS) for (const t of TRANSPORTS) await nereid(work, t, extra);
     const md = report(ceiling);
     const dir = join(ROOT, 'bench/results');
     await mkdir(dir, { recursive: true });
