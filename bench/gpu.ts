@@ -72,6 +72,8 @@ interface GpuModel {
   baseline: string;
   /** Config parameters (string values). */
   parameters?: Record<string, string>;
+  /** CUDA provider options (`gpu_execution_accelerator` "cuda"), e.g. enable_cuda_graph. */
+  cuda?: Record<string, string>;
 }
 
 interface Row {
@@ -148,6 +150,20 @@ function models(): GpuModel[] {
     bert('fp16', 2),
     // The CPU side of a GPU session: no intra-op pool at all (Triton-legal), against the default pool above.
     { ...bert('fp16', 1), name: 'bert_fp16_t1', parameters: { intra_op_thread_count: '1' } },
+    // CUDA graphs (captured per batch shape, replayed; host inputs copied into fixed device buffers).
+    { ...bert('fp16', 1), name: 'bert_fp16_graph', cuda: { enable_cuda_graph: '1' } },
+    {
+      name: 'text_encoder_graph',
+      file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
+      vocab: 1000,
+      hidden: 64,
+      datatype: 'FP32',
+      count: 1,
+      maxBatch: 64,
+      queueDelayUs: 0,
+      baseline: 'text_encoder',
+      cuda: { enable_cuda_graph: '1' },
+    },
   ];
   return all.filter((m) => (!DRY || existsSync(m.file)) && (ONLY === undefined || ONLY.includes(m.name)));
 }
@@ -163,6 +179,13 @@ function config(m: GpuModel): string {
     `instance_group [ { kind: ${KIND} count: ${m.count}${DRY ? '' : ' gpus: [ 0 ]'} } ]`,
     `dynamic_batching { max_queue_delay_microseconds: ${m.queueDelayUs} }`,
     ...Object.entries(m.parameters ?? {}).map(([k, v]) => `parameters { key: "${k}" value: { string_value: "${v}" } }`),
+    ...(m.cuda === undefined
+      ? []
+      : [
+          `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "cuda" ${Object.entries(m.cuda)
+            .map(([k, v]) => `parameters { key: "${k}" value: "${v}" }`)
+            .join(' ')} } ] } }`,
+        ]),
     '',
   ].join('\n');
 }

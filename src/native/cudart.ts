@@ -64,6 +64,15 @@ export interface CudaRuntime {
   copyToDevice(device: number, dst: bigint, src: Uint8Array): void;
   /** Copies `bytes` between device addresses. */
   copyOnDevice(device: number, dst: bigint, src: bigint, bytes: number): void;
+  /** cudaMalloc on `device`: a device buffer of `bytes` the caller frees. */
+  malloc(device: number, bytes: number): bigint;
+  /** cudaFree of what `malloc` gave. */
+  free(device: number, pointer: bigint): void;
+  /**
+   * Waits for the copies issued on `device`'s legacy default stream (cudaStreamSynchronize(0)): a host-to-device
+   * cudaMemcpy from pageable memory may return before its DMA lands, and onnxruntime's streams do not wait for it.
+   */
+  synchronize(device: number): void;
 }
 
 /** Why no CUDA runtime could be bound: the libraries tried and the loader's last message. */
@@ -114,6 +123,9 @@ function bind(): CudaRuntime | CudaUnavailable {
   const toHost = lib.func('cudaMemcpy', 'int', ['void *', 'uint64_t', 'size_t', 'int']);
   const toDevice = lib.func('cudaMemcpy', 'int', ['uint64_t', 'void *', 'size_t', 'int']);
   const onDevice = lib.func('cudaMemcpy', 'int', ['uint64_t', 'uint64_t', 'size_t', 'int']);
+  const cudaMalloc = fn('int cudaMalloc(_Out_ uint64_t *devPtr, size_t size)');
+  const cudaFree = fn('int cudaFree(uint64_t devPtr)');
+  const streamSync = lib.func('cudaStreamSynchronize', 'int', ['void *']);
   const addressRange = driverAddressRange();
 
   const check = (call: string, code: number): void => {
@@ -153,6 +165,20 @@ function bind(): CudaRuntime | CudaUnavailable {
       if (bytes === 0) return;
       onDeviceOf(device);
       check('cudaMemcpy (device to device)', onDevice(dst, src, bytes, CUDA_MEMCPY_DEFAULT) as number);
+    },
+    malloc(device, bytes) {
+      onDeviceOf(device);
+      const out = [0n];
+      check(`cudaMalloc(${bytes})`, cudaMalloc(out, bytes) as number);
+      return BigInt(out[0]);
+    },
+    free(device, pointer) {
+      onDeviceOf(device);
+      check('cudaFree', cudaFree(pointer) as number);
+    },
+    synchronize(device) {
+      onDeviceOf(device);
+      check('cudaStreamSynchronize', streamSync(null) as number);
     },
   };
 }

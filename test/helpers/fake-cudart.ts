@@ -68,6 +68,18 @@ export class FakeCudaRuntime implements CudaRuntime {
     this.#span(dst, src.byteLength).set(src);
   }
 
+  /** Server side cudaMalloc: an allocation that is open (reachable) at once. */
+  malloc(device: number, bytes: number): bigint {
+    const { handle } = this.allocate(device, bytes);
+    return this.openIpcHandle(device, handle).pointer;
+  }
+
+  free(device: number, pointer: bigint): void {
+    this.closeIpcHandle(device, pointer);
+  }
+
+  synchronize(): void {}
+
   copyOnDevice(_device: number, dst: bigint, src: bigint, bytes: number): void {
     this.#span(dst, bytes).set(this.#span(src, bytes));
   }

@@ -1,9 +1,10 @@
 import { InvalidArgError } from '../../core/errors.js';
-import type { Backend } from '../contract.js';
+import type { Backend, EngineLoadContext } from '../contract.js';
 import { inProcessBackend } from '../runtime/inprocess.js';
 import { workerBackend } from '../runtime/worker/host.js';
 import { adapterUrl } from '../runtime/worker/spawn.js';
 import { autoCompleteOnnx, onnxruntimeCapiAdapter, onnxruntimeDescriptor } from './engine.js';
+import { planSession, usesCudaGraphs } from './options-capi.js';
 
 /**
  * The onnxruntime backend: Triton's `onnxruntime` backend / `onnxruntime_onnx` platform over onnxruntime's C API.
@@ -13,8 +14,18 @@ import { autoCompleteOnnx, onnxruntimeCapiAdapter, onnxruntimeDescriptor } from 
  *   per-request message hop; the event loop never waits for a run.
  * - `thread`: each instance in a worker thread of its own that calls Run itself (blocking that thread only): one
  *   message each way per batch, but every run of an instance comes from the same thread.
- * Auto-complete always runs in-process (it reads the model's signature, no run).
+ * A model whose sessions replay CUDA graphs (`enable_cuda_graph`) always loads on `thread`. Auto-complete always
+ * runs in-process (it reads the model's signature, no run).
  */
+/** Whether the model's sessions replay CUDA graphs; a config the plan refuses is left to the load to report. */
+function graphsOf(ctx: EngineLoadContext): boolean {
+  try {
+    return usesCudaGraphs(planSession(ctx.config, ctx.backendConfig));
+  } catch {
+    return false;
+  }
+}
+
 export function onnxruntimeBackend(): Backend {
   const descriptor = onnxruntimeDescriptor();
   const inProcess = inProcessBackend(
@@ -34,6 +45,8 @@ export function onnxruntimeBackend(): Backend {
     load(ctx, signal) {
       const transport = ctx.backendConfig.transport ?? 'inprocess';
       if (transport === 'thread') return threaded.load(ctx, signal);
+      // CUDA graphs copy into their fixed device buffers on the instance's own thread (capi/cuda-graphs.ts).
+      if (transport === 'inprocess' && graphsOf(ctx)) return threaded.load(ctx, signal);
       if (transport !== 'inprocess') {
         return Promise.reject(
           new InvalidArgError(

@@ -37,11 +37,13 @@ import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
 import { providerError } from './capi/providers.js';
 import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
+import { CudaGraphs } from './capi/cuda-graphs.js';
 import { OrtRunner } from './capi/run.js';
+import { loadCudaRuntime } from '../../native/cudart.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
-import { planSession, providersFor, type ProviderPlan, type SessionPlan } from './options-capi.js';
+import { planSession, providersFor, usesCudaGraphs, type ProviderPlan, type SessionPlan } from './options-capi.js';
 
 /**
  * The onnxruntime engine over onnxruntime's C API (koffi), for the in-process transport: everything runs on the
@@ -339,10 +341,12 @@ class CapiModel implements EngineModel {
     let runner: OrtRunner;
     // A KIND_GPU instance (CUDA or TensorRT provider on its device) reads and writes client CUDA memory in place.
     let cuda: CudaTensors | undefined;
+    let graphs: CudaGraphs | undefined;
     try {
       const out: Out = [null];
       check(api.GetAllocatorWithDefaultOptions(out));
       if (spec.kind === 'KIND_GPU' && runsOnClientMemory(providers)) cuda = new CudaTensors(spec.device);
+      if (spec.kind === 'KIND_GPU' && usesCudaGraphs(s.plan)) graphs = cudaGraphsFor(spec, s.blockingRuns);
       runner = new OrtRunner(session, {
         runConfig: s.plan.runConfig,
         logSeverity: s.logSeverity,
@@ -352,9 +356,11 @@ class CapiModel implements EngineModel {
         tag: spec.name,
         overridable: s.overridable,
         blocking: s.blockingRuns,
+        graphs,
       });
     } catch (err) {
       cuda?.release();
+      graphs?.release();
       await session.release();
       throw err;
     }
@@ -379,6 +385,23 @@ class CapiModel implements EngineModel {
     this.#instances.clear();
     this.#state.lease.release();
   }
+}
+
+/**
+ * The CUDA graph slots of a KIND_GPU instance whose session replays graphs. Only on the engine-thread transport
+ * (the backend puts such models there): the copies into the graphs' buffers run on the instance's own thread.
+ */
+function cudaGraphsFor(spec: InstanceSpec, blocking: boolean): CudaGraphs {
+  if (!blocking) {
+    throw new UnsupportedError(
+      `instance ${spec.name}: enable_cuda_graph runs on the engine-thread transport (--backend-config=onnxruntime,transport=thread)`,
+    );
+  }
+  const cuda = loadCudaRuntime();
+  if ('reason' in cuda) {
+    throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
+  }
+  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device));
 }
 
 /** `--backend-config=onnxruntime,default-max-batch-size=N` (Triton's default 4). */

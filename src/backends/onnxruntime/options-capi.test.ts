@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { describe, it } from 'node:test';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import { gpuSessionConfig } from './capi/session-options.js';
-import { GRAPH_LEVEL, planSession, providersFor } from './options-capi.js';
+import { GRAPH_LEVEL, planSession, providersFor, usesCudaGraphs } from './options-capi.js';
 
 /** The mapping of Triton's onnxruntime options onto C API calls (pure); engine-observe.test.ts shows the effects. */
 
@@ -179,14 +179,17 @@ describe('planSession', () => {
     });
   });
 
-  it('BAD CONFIG - enable_cuda_graph is refused UNSUPPORTED (it needs I/O binding of GPU buffers); 0 is accepted', () => {
+  it('enable_cuda_graph reaches the CUDA provider and marks the plan as replaying graphs; 0 does not', () => {
+    const p = planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: 'true' } }]));
+    assert.equal(Object.fromEntries(providersFor(p, GPU0)[0].options).enable_cuda_graph, '1');
+    assert.equal(usesCudaGraphs(p), true);
+    const off = planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: '0' } }]));
+    assert.equal(Object.fromEntries(providersFor(off, GPU0)[0].options).enable_cuda_graph, '0');
+    assert.equal(usesCudaGraphs(off), false);
     assert.throws(
-      () => planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: 'true' } }])),
-      (e: unknown) =>
-        e instanceof UnsupportedError && /enable_cuda_graph/.test(e.message) && /I\/O binding/.test(e.message),
+      () => planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: 'maybe' } }])),
+      (e: unknown) => e instanceof InvalidArgError && /enable_cuda_graph/.test(e.message),
     );
-    const p = planSession(gpu([{ name: 'cuda', parameters: { enable_cuda_graph: '0' } }]));
-    assert.equal(Object.fromEntries(providersFor(p, GPU0)[0].options).enable_cuda_graph, '0');
   });
 
   it('TensorRT comes first with its options mapped (precision_mode, max_workspace_size_bytes, cache), CUDA as fall-back', () => {

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError, UnavailableError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
 import type { GlobalThreadPool } from './capi/env.js';
 
@@ -284,15 +284,6 @@ function cudaPlan(
         `${field} 'cuda' parameter 'cudnn_conv_algo_search': expected EXHAUSTIVE, HEURISTIC or DEFAULT, got '${value}'`,
       );
     }
-    if (key === 'enable_cuda_graph' && v === '1') {
-      // Measured on the H200: onnxruntime captures and replays, but a replay writes into the buffers bound at
-      // capture, so plain Run() (our inputs and outputs in host memory) gets empty outputs back ("the ort_value
-      // must contain a constructed tensor"). It needs I/O binding of fixed device buffers, not built yet.
-      throw new UnsupportedError(
-        `${field} 'cuda' parameter 'enable_cuda_graph': CUDA graphs need inputs and outputs bound to fixed GPU ` +
-          'buffers (onnxruntime I/O binding), which this engine does not do yet; remove the parameter',
-      );
-    }
     options.set(key, v);
   }
   return { name: 'cuda', options: [...options] };
@@ -446,6 +437,16 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
 }
 
 /** The providers of one instance, device ids filled in. Throws INVALID_ARG for a config the kind cannot take. */
+/**
+ * Whether sessions of this plan replay CUDA graphs (the CUDA provider's `enable_cuda_graph`): they run on the
+ * engine-thread transport, whose instance thread can copy into and out of the graphs' fixed device buffers.
+ */
+export function usesCudaGraphs(plan: SessionPlan): boolean {
+  return plan.gpuProviders.some(
+    (p) => p.name === 'cuda' && p.options.some(([k, v]) => k === 'enable_cuda_graph' && v === '1'),
+  );
+}
+
 export function providersFor(plan: SessionPlan, spec: Pick<InstanceSpec, 'kind' | 'device' | 'name'>): ProviderPlan[] {
   if (spec.kind === 'KIND_GPU') {
     if (!Number.isSafeInteger(spec.device) || spec.device < 0) {

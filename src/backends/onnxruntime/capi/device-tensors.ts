@@ -60,6 +60,16 @@ export class CudaTensors {
     return { value, tensor: { name, datatype, shape: [...shape], data: new info.array(0), device } };
   }
 
+  /**
+   * An OrtValue over device memory this instance owns (CUDA graph buffers, cuda-graphs.ts): the caller keeps the
+   * memory alive for the value's life and releases the value.
+   */
+  valueAt(address: bigint, shape: readonly number[], datatype: DataType): Ptr {
+    if (this.#released) throw new InternalError('onnxruntime device tensors used after release');
+    const bytes = shape.reduce((a, b) => a * b, 1) * DATATYPES[datatype].byteSize;
+    return this.#value(address, bytes, shape, datatype);
+  }
+
   release(): void {
     if (this.#released) return;
     this.#released = true;

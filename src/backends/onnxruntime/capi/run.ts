@@ -8,6 +8,7 @@ import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
 import type { CudaTensors } from './device-tensors.js';
+import type { CudaGraphs } from './cuda-graphs.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -54,6 +55,8 @@ export interface RunnerOptions {
    * comes from one thread (CUDA's per-thread state stays warm) with no pool hop. Never on the main thread.
    */
   blocking?: boolean;
+  /** KIND_GPU with `enable_cuda_graph` (engine-thread transport only): the session's graph slots (cuda-graphs.ts). */
+  graphs?: CudaGraphs;
 }
 
 export class OrtRunner {
@@ -157,7 +160,18 @@ export class OrtRunner {
       let outputs: Tensor[];
       const known = this.#shapes.get(key);
       const guess = known !== undefined && outputNames.every((n) => known.has(n)) ? known : undefined;
-      if (guess !== undefined) {
+      const graphs = this.#opts.graphs;
+      if (graphs !== undefined && deviceOutputs === undefined && inputs.every((t) => t.device === undefined)) {
+        outputs = await this.#graphRun(
+          graphs,
+          `${key}|${outputNames.join(',')}`,
+          inputs,
+          inNames,
+          values,
+          outNames,
+          outputNames,
+        );
+      } else if (guess !== undefined) {
         try {
           outputs = await this.#runInto(inNames, values, outNames, outputNames, guess, deviceOutputs);
         } catch (err) {
@@ -186,6 +200,47 @@ export class OrtRunner {
       }
       this.#running = false;
     }
+  }
+
+  /**
+   * A run through the session's CUDA graph slot for this key (cuda-graphs.ts): the first run of a key runs without
+   * a graph to learn its output shapes and makes the slot; later ones copy in, replay, copy out.
+   */
+  async #graphRun(
+    graphs: CudaGraphs,
+    key: string,
+    inputs: readonly Tensor[],
+    inNames: Ptr[],
+    values: InputValue[],
+    outNames: Ptr[],
+    outputNames: readonly string[],
+  ): Promise<Tensor[]> {
+    const slot = graphs.slot(key);
+    if (slot === undefined || slot === null) {
+      this.#graphId(-1);
+      const outputs = await this.#runPlain(inNames, values, outNames, outputNames);
+      if (slot === undefined) graphs.create(key, inputs, outputs);
+      return outputs;
+    }
+    graphs.upload(slot, inputs);
+    this.#graphId(slot.id);
+    const v = graphs.values(slot);
+    await this.#call(
+      inNames,
+      v.inputs.map((value) => ({ value, borrowed: slot })),
+      outNames,
+      v.outputs,
+    );
+    return graphs.download(slot);
+  }
+
+  #graphIdSet: number | undefined;
+
+  /** onnxruntime's `gpu_graph_id` run config: which captured graph a run replays (-1: none). */
+  #graphId(id: number): void {
+    if (this.#graphIdSet === id) return;
+    check(ortApi().AddRunConfigEntry(this.#runOptions, 'gpu_graph_id', String(id)));
+    this.#graphIdSet = id;
   }
 
   /** The instance's device tensors; the host gives device tensors only to instances that have them. */
@@ -307,6 +362,7 @@ export class OrtRunner {
     if (this.#released) return;
     if (this.#running) throw new InternalError('onnxruntime runner released during a run');
     this.#released = true;
+    this.#opts.graphs?.release();
     ortApi().ReleaseRunOptions(this.#runOptions);
     for (const t of this.#ownNames) koffi.free(t.namePtr);
   }

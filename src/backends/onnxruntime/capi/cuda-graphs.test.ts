@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import koffi from 'koffi';
+import { FakeCudaRuntime } from '../../../../test/helpers/fake-cudart.js';
+import type { Tensor } from '../../../core/tensor.js';
+import { check, ortApi, type Out, type Ptr } from './api.js';
+import { CudaGraphs, MAX_CUDA_GRAPHS } from './cuda-graphs.js';
+import { CudaTensors } from './device-tensors.js';
+
+/**
+ * The CUDA graph slots' bookkeeping without a GPU: device memory is the test double of the GPU boundary
+ * (FakeCudaRuntime, named as such), the OrtValues are real onnxruntime values over its made-up device addresses
+ * (never read here). Capture and replay themselves run on the H200 only (the GPU benchmark's graph variant).
+ */
+
+const t = (name: string, shape: number[], fill: number): Tensor => ({
+  name,
+  datatype: 'FP32',
+  shape,
+  data: new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(fill),
+});
+
+function dataAddress(value: Ptr): bigint {
+  const out: Out = [null];
+  check(ortApi().GetTensorMutableData(value, out));
+  return BigInt(koffi.address(out[0]));
+}
+
+describe('CUDA graph slots', () => {
+  it('a slot per key: fixed device buffers the OrtValues point at, inputs copied in, outputs copied out', () => {
+    const cuda = new FakeCudaRuntime();
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0));
+    assert.equal(g.slot('k'), undefined, 'no slot before the learning run');
+    g.create('k', [t('X', [2, 3], 0)], [t('Y', [2, 4], 0)]);
+    const slot = g.slot('k');
+    assert.ok(slot, 'a slot after it');
+    assert.equal(slot.id, 0);
+    const v = g.values(slot);
+    assert.equal(dataAddress(v.inputs[0]!), slot.inputs[0]!.address, 'the input value sits on its buffer');
+    assert.equal(dataAddress(v.outputs[0]!), slot.outputs[0]!.address, 'the output value sits on its buffer');
+    const copies = cuda.hostCopies;
+    g.upload(slot, [t('X', [2, 3], 1.5)]);
+    const onDevice = cuda.deviceView(slot.inputs[0]!.address, 24);
+    assert.deepEqual(
+      [...new Float32Array(onDevice.buffer, onDevice.byteOffset, 6)],
+      [1.5, 1.5, 1.5, 1.5, 1.5, 1.5],
+      'the request input landed in the slot buffer',
+    );
+    // What a replay would write, then read back as a fresh host tensor.
+    const out = cuda.deviceView(slot.outputs[0]!.address, 32);
+    new Float32Array(out.buffer, out.byteOffset, 8).fill(7);
+    const [y] = g.download(slot);
+    assert.deepEqual([y!.name, y!.shape], ['Y', [2, 4]]);
+    assert.deepEqual([...(y!.data as Float32Array)], new Array(8).fill(7));
+    assert.equal(cuda.hostCopies, copies + 2, 'one copy in, one copy out');
+    g.create('k2', [t('X', [4, 3], 0)], [t('Y', [4, 4], 0)]);
+    assert.equal(g.slot('k2')?.id, 1, 'another shape, another graph id');
+    g.release();
+    assert.equal(cuda.openCount, 0, 'every device buffer freed once');
+    g.release();
+  });
+
+  it('BAD INPUT - a request that does not match its slot is refused before any copy', () => {
+    const cuda = new FakeCudaRuntime();
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0));
+    g.create('k', [t('X', [2, 3], 0)], [t('Y', [2, 4], 0)]);
+    const slot = g.slot('k')!;
+    assert.throws(() => g.upload(slot, [t('X', [3, 3], 1)]), /does not match its buffer/);
+    assert.throws(() => g.upload(slot, [t('Z', [2, 3], 1)]), /does not match its buffer/);
+    assert.equal(cuda.hostCopies, 0);
+    g.release();
+  });
+
+  it('strings, and shapes beyond the graph limit, run without a graph (null slot)', () => {
+    const cuda = new FakeCudaRuntime();
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0));
+    g.create('s', [{ name: 'S', datatype: 'BYTES', shape: [1], data: [new Uint8Array(1)] }], [t('Y', [1], 0)]);
+    assert.equal(g.slot('s'), null);
+    for (let i = 0; i < MAX_CUDA_GRAPHS; i++) g.create(`k${i}`, [t('X', [1, i + 1], 0)], [t('Y', [1], 0)]);
+    assert.equal(g.slot(`k${MAX_CUDA_GRAPHS - 1}`)?.id, MAX_CUDA_GRAPHS - 1);
+    g.create('over', [t('X', [1, 999], 0)], [t('Y', [1], 0)]);
+    assert.equal(g.slot('over'), null);
+    g.release();
+    assert.equal(cuda.openCount, 0);
+  });
+
+  it('FAULT - a device allocation that fails frees what the slot had made and leaves no slot', () => {
+    const cuda = new FakeCudaRuntime();
+    let calls = 0;
+    const malloc = cuda.malloc.bind(cuda);
+    cuda.malloc = (device: number, bytes: number): bigint => {
+      if (++calls === 2) throw new Error('cudaMalloc(32) failed: out of memory (CUDA error 2)');
+      return malloc(device, bytes);
+    };
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0));
+    assert.throws(() => g.create('k', [t('X', [2, 3], 0)], [t('Y', [2, 4], 0)]), /out of memory/);
+    assert.equal(g.slot('k'), undefined);
+    assert.equal(cuda.openCount, 0, 'the first buffer was freed');
+    g.release();
+  });
+});
