@@ -52,7 +52,7 @@ fi
 # `simple` as a KIND_GPU model on GPU 0 (reads and writes client CUDA memory in place) and as a KIND_CPU one (gets
 # host copies): the same requests, the same answers, two paths.
 rm -rf "$T/models"
-for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU; do
+for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU simple_graph:KIND_GPU; do
   name=${m%%:*}; kind=${m#*:}
   mkdir -p "$T/models/$name/1"
   cp examples/model_repository/simple/1/model.onnx "$T/models/$name/1/"
@@ -60,6 +60,9 @@ for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU; do
   if [ "$kind" = KIND_GPU ]; then group='{ kind: KIND_GPU, count: 1, gpus: [ 0 ] }'; else group='{ kind: KIND_CPU, count: 1 }'; fi
   printf '\ninstance_group [ %s ]\n' "$group" >> "$T/models/$name/config.pbtxt"
 done
+# simple_graph: the same on the GPU with CUDA graphs (checked by cuda_graph_check.py).
+echo 'optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "cuda" parameters { key: "enable_cuda_graph" value: "1" } } ] } }' >> "$T/models/simple_graph/config.pbtxt"
+
 
 # The build goes where it was built (it reads ../../package.json), beside node_modules, in this copy of the checkout.
 rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
@@ -75,6 +78,9 @@ rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
   echo "== ready: $(curl -s -o /dev/null -w '%{http_code}' localhost:18000/v2/models/simple_gpu/ready)"
   timeout 240 python3 scripts/gpu/cudashm_flow.py localhost:18000 localhost:18001 "$out/nereid.log"
   echo "flow exit $?"
+  timeout 120 python3 scripts/gpu/cuda_graph_check.py localhost:18000
+  echo "cuda graph check exit $?; onnxruntime log lines about graph capture/replay: $(grep -ciE 'cuda graph|captur' "$out/nereid.log")"
+  grep -iE 'cuda graph|captur' "$out/nereid.log" | head -5
   echo "== nvidia-smi (the node process holds the GPU):"; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
   kill "$pid"; wait "$pid" 2>/dev/null
   echo "== device runs logged: $(grep -c 'onnxruntime run: inputs' "$out/nereid.log")"
