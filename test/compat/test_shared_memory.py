@@ -5,6 +5,7 @@ and their messages, reserved and invalid keys, a region registered twice, raw an
 
 from __future__ import annotations
 
+import base64
 import os
 
 import numpy as np
@@ -181,7 +182,8 @@ def test_reserved_and_invalid_keys(proto):
 def test_cuda_shared_memory_is_refused_without_gpu_support(proto):
     protocol, _, client, _ = proto
     with pytest.raises(InferenceServerException) as err:
-        client.register_cuda_shared_memory("c", b"\0" * 64, 0, 64)
+        # What cuda_shared_memory.get_raw_handle returns: the 64-byte cudaIpcMemHandle_t, base64-encoded.
+        client.register_cuda_shared_memory("c", base64.b64encode(b"\0" * 64), 0, 64)
     assert "GPUs not supported" in str(err.value)
     status = client.get_cuda_shared_memory_status()
     assert (status == []) if protocol == "http" else (len(status.regions) == 0)
