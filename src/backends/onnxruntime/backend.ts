@@ -3,7 +3,8 @@ import type { Backend, EngineLoadContext } from '../contract.js';
 import { inProcessBackend } from '../runtime/inprocess.js';
 import { workerBackend } from '../runtime/worker/host.js';
 import { adapterUrl } from '../runtime/worker/spawn.js';
-import { autoCompleteOnnx, onnxruntimeCapiAdapter, onnxruntimeDescriptor } from './engine.js';
+import { onnxruntimeCapiAdapter, onnxruntimeDescriptor } from './engine.js';
+import { autoCompleteOnnx } from './signature.js';
 import { planSession, usesCudaGraphs } from './options-capi.js';
 
 /**

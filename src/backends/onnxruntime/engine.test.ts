@@ -10,7 +10,9 @@ import type { DataType } from '../../core/datatypes.js';
 import { CancelledError, InvalidArgError, UnavailableError, UnsupportedError } from '../../core/errors.js';
 import type { Tensor } from '../../core/tensor.js';
 import { envReferences } from './capi/env.js';
-import { autoCompleteOnnx, isStickyError, onnxruntimeDescriptor, readSignature } from './engine.js';
+import { onnxruntimeDescriptor } from './engine.js';
+import { isStickyError } from './errors.js';
+import { autoCompleteOnnx, readSignature } from './signature.js';
 
 /**
  * The onnxruntime C API engine, in process: execution, batching, every datatype, errors, cancellation,

@@ -1,22 +1,17 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ModelConfig } from '../../config/model-config.js';
 import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
 import {
   CancelledError,
-  InvalidArgError,
   NereidError,
-  NotFoundError,
   UnavailableError,
   UnsupportedError,
 } from '../../core/errors.js';
 import type { DeviceMemory } from '../../core/device.js';
 import type { Tensor } from '../../core/tensor.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
-import { completeConfig } from '../autocomplete.js';
 import type {
-  BackendConfig,
   BackendDescriptor,
   EngineAdapter,
   EngineInstance,
@@ -32,18 +27,19 @@ import type {
 } from '../contract.js';
 import { batchOutputNames, joinInputs, splitOutputs } from '../batching.js';
 import { overridableSignatures } from './initializers.js';
-import { check, ortApi, OrtStatusError, type Out, type Ptr } from './capi/api.js';
-import { acquireAnyEnv, acquireEnv, type EnvLease } from './capi/env.js';
+import { check, ortApi, type Out, type Ptr } from './capi/api.js';
+import { acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
-import { providerError } from './capi/providers.js';
 import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
 import { CudaGraphs } from './capi/cuda-graphs.js';
 import { OrtRunner } from './capi/run.js';
+import { createError, isStickyError } from './errors.js';
+import { autoCompleteOnnx, DEFAULT_MODEL_FILENAME, resolveModelFile } from './signature.js';
 import { loadCudaRuntime } from '../../native/cudart.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
-import { planSession, providersFor, usesCudaGraphs, type ProviderPlan, type SessionPlan } from './options-capi.js';
+import { planSession, providersFor, usesCudaGraphs, type SessionPlan } from './options-capi.js';
 
 /**
  * The onnxruntime engine over onnxruntime's C API (koffi), for the in-process transport: everything runs on the
@@ -54,8 +50,6 @@ import { planSession, providersFor, usesCudaGraphs, type ProviderPlan, type Sess
  * KIND_GPU on the CUDA provider of its device (TensorRT first when configured). The model holds a reference on the
  * process's OrtEnv while it is loaded.
  */
-
-export const DEFAULT_MODEL_FILENAME = 'model.onnx';
 
 /** Every datatype onnxruntime's C API carries (BF16 too: raw bits, unlike onnxruntime-node's JS API). */
 export const ORT_CAPI_DATATYPES: readonly DataType[] = ALL_DATATYPES;
@@ -93,20 +87,6 @@ export function onnxruntimeDescriptor(): BackendDescriptor & {
   };
 }
 
-/** An ONNX model is a file, or (models with external data) a directory holding `model.onnx`, as in Triton. */
-export async function resolveModelFile(modelPath: string): Promise<string> {
-  let st;
-  try {
-    st = await stat(modelPath);
-  } catch (err) {
-    throw new NotFoundError(`model file '${modelPath}' does not exist`, { cause: err });
-  }
-  if (!st.isDirectory()) return modelPath;
-  const inner = join(modelPath, DEFAULT_MODEL_FILENAME);
-  if (!existsSync(inner)) throw new NotFoundError(`model directory '${modelPath}' has no ${DEFAULT_MODEL_FILENAME}`);
-  return inner;
-}
-
 /**
  * onnxruntime's log severity from our log level: verbose only when we are. Otherwise only fatal: a run error (a
  * client's out-of-range token id, say) already reaches the client and our log through the error we return, and
@@ -114,31 +94,6 @@ export async function resolveModelFile(modelPath: string): Promise<string> {
  */
 export function ortLogSeverity(level: string): number {
   return level === 'trace' ? 0 : level === 'debug' ? 1 : 4;
-}
-
-/** A session that failed to create: the model or an option is the operator's to fix, a provider's failure is not. */
-function createError(err: unknown, providers: readonly ProviderPlan[], where: string): NereidError {
-  if (err instanceof NereidError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  const gpu = providers.find((p) => p.name !== 'openvino');
-  if (gpu !== undefined && /CUDA|cuda|cudnn|CUBLAS|cublas|TensorRT|nvinfer|device|GPU/.test(message)) {
-    return providerError(gpu.name, where, err);
-  }
-  if (err instanceof OrtStatusError && err.ortCode === 'ORT_NOT_IMPLEMENTED') {
-    return new UnsupportedError(`${where}: onnxruntime cannot run this model: ${message}`, { cause: err });
-  }
-  return new InvalidArgError(`${where}: onnxruntime could not load the model: ${message}`, { cause: err });
-}
-
-/**
- * Errors after which an instance must not run again: CUDA's sticky errors leave the device context unusable for
- * the process. An out-of-memory error is not sticky (the request fails, the instance keeps serving).
- */
-const STICKY =
-  /illegal memory access|illegal address|unspecified launch failure|device-side assert|misaligned address|cudaErrorLaunchFailure|CUDA failure 7[0-9]{2}|CUDA error.*(?:700|719|710|716)/i;
-
-export function isStickyError(err: unknown): boolean {
-  return STICKY.test(err instanceof Error ? err.message : String(err));
 }
 
 /** Model instances live in this process now (all models), against libuv's pool (capi/threadpool.ts). */
@@ -402,84 +357,6 @@ function cudaGraphsFor(spec: InstanceSpec, blocking: boolean): CudaGraphs {
     throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
   }
   return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device));
-}
-
-/** `--backend-config=onnxruntime,default-max-batch-size=N` (Triton's default 4). */
-export function defaultMaxBatchSize(s: string | undefined): number {
-  if (s === undefined) return 4;
-  const n = Number(s);
-  if (!Number.isInteger(n) || n < 0) {
-    throw new InvalidArgError(`backend-config default-max-batch-size must be a non-negative integer, got '${s}'`);
-  }
-  return n;
-}
-
-/**
- * Reads a model's inputs and outputs through a short-lived session: graph optimizations off (faster, and they do
- * not change the interface), one thread (it runs nothing), on a pool thread. Dims are -1 where symbolic.
- */
-export async function readSignature(modelPath: string, signal?: AbortSignal): Promise<ModelSignature> {
-  const file = await resolveModelFile(modelPath);
-  const lease = acquireAnyEnv(4);
-  const api = ortApi();
-  try {
-    const plan = planSession({
-      optimization: { graph: { level: 2 } },
-      parameters: { intra_op_thread_count: { string_value: '1' }, inter_op_thread_count: { string_value: '1' } },
-    });
-    const options = createSessionOptions({
-      plan,
-      providers: [],
-      globalThreadPool: lease.globalThreadPool,
-      logSeverity: 4,
-      logId: 'signature',
-    });
-    let session: OrtSession;
-    try {
-      session = await OrtSession.create(lease.env, file, options, signal);
-    } catch (err) {
-      throw createError(err, [], `model file '${file}'`);
-    } finally {
-      api.ReleaseSessionOptions(options);
-    }
-    try {
-      return session.signature();
-    } finally {
-      await session.release();
-    }
-  } finally {
-    lease.release();
-  }
-}
-
-/** What autoComplete is given (the lead's EngineAutoCompleteContext). */
-export interface OrtAutoCompleteContext {
-  modelName: string;
-  modelPath: string;
-  backendConfig: BackendConfig;
-  autoComplete: boolean;
-}
-
-/** Triton's auto-complete for onnxruntime: the signature read through the C API, then Triton's rules. */
-export async function autoCompleteOnnx(
-  config: ModelConfig,
-  ctx: OrtAutoCompleteContext,
-): Promise<{ config: ModelConfig; warnings: string[] }> {
-  const sig = await readSignature(ctx.modelPath);
-  const warnings: string[] = [];
-  // Only a config that declares inputs the session does not list needs the file read for its initializers
-  // (onnxruntime's overridable initializers: a request may leave them out; declared `optional: true`).
-  const listed = new Set(sig.inputs.map((t) => t.name));
-  const optionalInputs = (config.input ?? []).some((i) => !listed.has(i.name as string))
-    ? overridableSignatures(new Uint8Array(await readFile(await resolveModelFile(ctx.modelPath))), ctx.modelName)
-    : [];
-  const completed = completeConfig(config, sig, ctx.modelName, {
-    optionalInputs,
-    autoComplete: ctx.autoComplete,
-    defaultMaxBatchSize: defaultMaxBatchSize(ctx.backendConfig['default-max-batch-size']),
-    warn: (w) => warnings.push(w),
-  });
-  return { config: completed, warnings };
 }
 
 /** Test hooks of a load, beside the contract's context. */

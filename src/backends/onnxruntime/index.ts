@@ -1,3 +1,3 @@
 /** The onnxruntime backend (the only user of onnxruntime's library, through its C API). */
 export { onnxruntimeBackend } from './backend.js';
-export { resolveModelFile } from './engine.js';
+export { resolveModelFile } from './signature.js';
