@@ -128,6 +128,7 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
                 instance_name: spec.name,
                 model_path: ENGINE_MODEL_PY,
                 decoupled: false,
+                engine: 'pytorch',
                 args: {
                   model_path: ctx.modelPath,
                   model_name: name,
