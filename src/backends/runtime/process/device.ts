@@ -26,7 +26,12 @@ export function hostCopiesWithoutIpc(requests: readonly EngineRequest[]): readon
     if (device === undefined) return r;
     const inputs = r.inputs.map((t): Tensor => {
       if (t.device === undefined || t.device.ipc !== undefined) return t;
-      return { name: t.name, datatype: t.datatype, shape: t.shape, data: viewFixed(t.datatype, device.toHost(t.device)) };
+      return {
+        name: t.name,
+        datatype: t.datatype,
+        shape: t.shape,
+        data: viewFixed(t.datatype, device.toHost(t.device)),
+      };
     });
     return { ...r, inputs };
   });
