@@ -170,6 +170,7 @@ class InstanceRunner:
         batch = _Batch(len(reqs))
         block = read_block(msg.get("blk"))
         requests = []
+        req = None
         try:
             if msg.get("cuda"):
                 cuda.REGIONS.learn(msg["cuda"])
@@ -197,6 +198,9 @@ class InstanceRunner:
                 {"op": "done", "inst": self.inst, "b": batch_id, "t": [0, 0, 0], "err": {"c": "INTERNAL", "m": f"model instance '{self.name}': {e}"}}
             )
             return
+        # Only `requests` may keep the inputs (views of the host's block) alive: the block goes back to the host
+        # with the `done` once execute dropped them.
+        req = None
         del block
         placement = _inputs_placement(requests) if msg.get("cuda") else None
         with self._lock:

@@ -120,8 +120,12 @@ class Tensor:
         CUDA region when the request placed the output there, else to the host."""
         from .api import TritonModelException
 
-        source = dlpack if hasattr(dlpack, "__dlpack__") else _Capsule(dlpack)
-        device = source.__dlpack_device__() if hasattr(source, "__dlpack_device__") else (1, 0)
+        if hasattr(dlpack, "__dlpack__"):
+            source = dlpack
+            device = source.__dlpack_device__() if hasattr(source, "__dlpack_device__") else (1, 0)
+        else:
+            source = _Capsule(dlpack)
+            device = _capsule_device(dlpack)
         if device[0] == KDL_CUDA:
             return _from_cuda_dlpack(name, dlpack, source)
         if device[0] not in (1, 3):  # kDLCPU, kDLCUDAHost
@@ -141,6 +145,15 @@ class Tensor:
         where = f", device=cuda:{self._dev.device}" if self._dev is not None else ""
         return f"Tensor(name={self._name!r}, datatype={self._datatype}, shape={self.shape()}{where})"
 
+
+
+def _capsule_device(capsule) -> tuple[int, int]:
+    """The device of a bare DLPack capsule (``torch.utils.dlpack.to_dlpack(t)``, Triton's usual spelling)."""
+    try:
+        d = dlpack.describe(capsule)
+    except ValueError:
+        return (1, 0)  # numpy's import below says what is wrong with it
+    return (d.device_type, d.device_id)
 
 
 def _from_cuda_dlpack(name: str, given, source) -> Tensor:
