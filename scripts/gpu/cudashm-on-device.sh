@@ -2,7 +2,8 @@
 # tritonclient's CUDA shared-memory flow (tritonclient.utils.cuda_shared_memory, unchanged: scripts/gpu/cudashm_flow.py)
 # against Nereid serving `simple` as KIND_GPU and KIND_CPU onnxruntime models, and the same add/sub as a pytorch KIND_GPU
 # TorchScript model (simple_torch) and a python model.py KIND_GPU model over DLPack (simple_pydl), both in their own
-# processes, on the device tool's H200 (no Node, no network; Python 3.12 with torch + CUDA 13). Packed by scripts/gpu/pack-cudashm.sh into .device/cs/part-NN (58 MiB each).
+# processes, on the device tool's H200 (no Node, no network; Python 3.12 with torch + CUDA 13). Packed by
+# scripts/gpu/pack-cudashm.sh into .device/cs/part-NN (58 MiB each).
 # One device call per part, back to back (what a call copies to /tmp survives while the machine stays warm), from
 # the repository root:
 #   call k (k = 00, 01, ...): carry [".device/cs/part-k", ".device/cs/parts"]
@@ -62,6 +63,11 @@ for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU; do
   printf '\ninstance_group [ %s ]\n' "$group" >> "$T/models/$name/config.pbtxt"
 done
 
+# The build goes where it was built (it reads ../../package.json), beside node_modules, in this copy of the checkout.
+rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
+[ -L node_modules ] && rm -f node_modules
+[ -e node_modules ] || ln -s "$T/nm/node_modules" node_modules
+
 # The same add/sub through the process transport: a TorchScript model made here with torch (pytorch backend, KIND_GPU),
 # and a model.py that reads its inputs as GPU tensors (FORCE_CPU_ONLY_INPUT_TENSORS "no") and returns DLPack CUDA tensors.
 io='input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
@@ -96,11 +102,6 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=outs))
         return responses
 PY
-
-# The build goes where it was built (it reads ../../package.json), beside node_modules, in this copy of the checkout.
-rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
-[ -L node_modules ] && rm -f node_modules
-[ -e node_modules ] || ln -s "$T/nm/node_modules" node_modules
 {
   echo "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); node $("$T/node" --version)"
   python3 -c "import tritonclient, cuda.bindings, numpy; print('== tritonclient', tritonclient.__file__, '| cuda.bindings', cuda.bindings.__version__, '| numpy', numpy.__version__)"
