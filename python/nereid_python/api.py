@@ -184,6 +184,10 @@ def _cancelled(flag) -> bool:
 class InferenceRequest:
     """A request handed to ``execute``, or one a model builds to call another model (BLS)."""
 
+    #: Output buffers the client placed in CUDA shared memory (name -> cuda.Slot), set by the runner; an engine
+    #: may write an output in place (tensor.slot_tensor). Not Triton API.
+    _slots = None
+
     def __init__(
         self,
         model_name: str = "",

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from . import api
+from . import api, cuda
 from .api import InferenceRequest, InferenceResponse, TritonModelException, format_exception
 from .runtime import STATE, channel
 from .tensor import read_block, read_tensors, write_tensors
@@ -66,11 +66,13 @@ def exit_now(e: SystemExit) -> None:
 
 
 class _Batch:
-    __slots__ = ("flags", "outputs", "final", "held", "returned", "open")
+    __slots__ = ("flags", "outputs", "slots", "final", "held", "returned", "open")
 
     def __init__(self, n: int) -> None:
         self.flags = [[False] for _ in range(n)]
         self.outputs: list[frozenset] = []
+        #: Per request: its output slots in client CUDA memory (name -> cuda.Slot), or None.
+        self.slots: list = [None] * n
         self.final = [False] * n
         self.held: dict[int, InferenceResponse] = {}
         self.returned = False
@@ -83,6 +85,8 @@ class InstanceRunner:
         self.name = f"instance {inst}"
         self.model = None
         self.decoupled = False
+        #: How run lines name the engine in the log ("python", "pytorch").
+        self.engine = "python"
         self.batches: dict[int, _Batch] = {}
         #: Messages for this instance, filled by the channel's reader (the stub assigns it).
         self.queue = None
@@ -116,6 +120,7 @@ class InstanceRunner:
         self.name = p["instance_name"]
         STATE.local.instance = self.name
         self.decoupled = bool(p.get("decoupled", False))
+        self.engine = str(p.get("engine", "python"))
         try:
             cls = load_model_class(p["model_path"])
             self.model = cls()
@@ -165,12 +170,15 @@ class InstanceRunner:
         batch = _Batch(len(reqs))
         block = read_block(msg.get("blk"))
         requests = []
-        for i, r in enumerate(reqs):
-            outputs = r.get("o", [])
-            batch.outputs.append(frozenset(outputs))
-            corr = r["cs"] if "cs" in r else int(r.get("c", 0))
-            requests.append(
-                InferenceRequest._incoming(
+        req = None
+        try:
+            if msg.get("cuda"):
+                cuda.REGIONS.learn(msg["cuda"])
+            for i, r in enumerate(reqs):
+                outputs = r.get("o", [])
+                batch.outputs.append(frozenset(outputs))
+                corr = r["cs"] if "cs" in r else int(r.get("c", 0))
+                req = InferenceRequest._incoming(
                     read_tensors(block, r["i"]),
                     outputs,
                     r.get("id", ""),
@@ -180,8 +188,21 @@ class InstanceRunner:
                     batch.flags[i],
                     (self, batch_id, i, batch.flags[i], self.decoupled),
                 )
+                if r.get("do"):
+                    req._slots = batch.slots[i] = {n: cuda.REGIONS.slot(*place) for n, place in r["do"].items()}
+                requests.append(req)
+        except cuda.CudaError as e:
+            # Client CUDA memory this process cannot open (a driver refusing the handle): the batch fails, the
+            # instance serves on.
+            channel().send(
+                {"op": "done", "inst": self.inst, "b": batch_id, "t": [0, 0, 0], "err": {"c": "INTERNAL", "m": f"model instance '{self.name}': {e}"}}
             )
+            return
+        # Only `requests` may keep the inputs (views of the host's block) alive: the block goes back to the host
+        # with the `done` once execute dropped them.
+        req = None
         del block
+        placement = _inputs_placement(requests) if msg.get("cuda") else None
         with self._lock:
             self.batches[batch_id] = batch
         t1 = time.perf_counter_ns()
@@ -205,6 +226,8 @@ class InstanceRunner:
             done["err"] = {"c": "INTERNAL", "m": f"Failed to process the request(s) for model instance '{self.name}', message: {error}"}
         elif result is not None and not self.decoupled:
             self._encode_batch(batch, result, done)
+            if placement is not None:
+                self._log_run(batch, placement, done)
         del result
         t3 = time.perf_counter_ns()
         done["t"] = [t1 - t0, t2 - t1, t3 - t2]
@@ -238,6 +261,7 @@ class InstanceRunner:
     def _encode_batch(self, batch: _Batch, responses, done: dict) -> None:
         """All responses of a batch in one message and one shared-memory block."""
         tensors = []
+        slots = []
         spans = []
         for i, resp in enumerate(responses):
             if batch.final[i]:
@@ -250,8 +274,10 @@ class InstanceRunner:
             chosen = [t for t in resp.output_tensors() if not wanted or t.name() in wanted]
             spans.append((len(tensors), len(chosen), resp))
             tensors.extend(chosen)
+            offered = batch.slots[i]
+            slots.extend(offered.get(t.name()) if offered else None for t in chosen)
         try:
-            blk, descs = write_tensors(tensors)
+            blk, descs = write_tensors(tensors, slots)
         except Exception as e:  # noqa: BLE001 - a tensor that cannot be written fails the batch, not the process
             done["err"] = {"c": "INTERNAL", "m": f"model instance '{self.name}': cannot send outputs: {last_line(e)}"}
             return
@@ -270,6 +296,17 @@ class InstanceRunner:
         done["blk"] = blk
         done["r"] = out
 
+    def _log_run(self, batch: _Batch, inputs: str, done: dict) -> None:
+        """One verbose line per batch with client CUDA memory: where each input was and where each output went
+        (``cuda:N`` in place, ``host`` through the transport), as the onnxruntime engine logs its runs."""
+        outs = []
+        for i, entry in enumerate(done.get("r") or []):
+            slots = batch.slots[i] or {}
+            for d in (entry or {}).get("o") or []:
+                outs.append(f"{d[0]} {f'cuda:{slots[d[0]].device}' if d[3] == -1 else 'host'}")
+        text = ", ".join(outs)
+        channel().send({"op": "log", "lvl": "verbose", "msg": f"{self.engine} run: inputs {inputs}; outputs {text}", "inst": self.name})
+
     # -- response senders -------------------------------------------------------------------------------------
 
     def hold_response(self, batch_id: int, index: int, response: InferenceResponse) -> None:
@@ -286,6 +323,7 @@ class InstanceRunner:
             if response is None and final:
                 response = batch.held.pop(index, None)
             wanted = batch.outputs[index]
+            offered = batch.slots[index]
             if final:
                 batch.final[index] = True
                 batch.open -= 1
@@ -298,10 +336,16 @@ class InstanceRunner:
             msg["e"] = response.error()._wire()
         else:
             chosen = [t for t in response.output_tensors() if not wanted or t.name() in wanted]
-            msg["blk"], msg["o"] = write_tensors(chosen)
+            msg["blk"], msg["o"] = write_tensors(chosen, [offered.get(t.name()) for t in chosen] if offered else None)
             if response._params:
                 msg["p"] = response._params
         channel().send(msg)
+
+
+def _inputs_placement(requests) -> str:
+    return ", ".join(
+        f"{t.name()} {'host' if t.is_cpu() else f'cuda:{t._dev.device}'}" for r in requests for t in r.inputs()
+    )
 
 
 __all__ = ["InstanceRunner", "load_model_class", "last_line", "exit_now", "api"]

@@ -3,7 +3,7 @@
 
 Hosts one or more model instances (the first on the main thread, others on their own threads), each driven by the
 host's messages. Messages (JSON, see channel.py), host -> stub: ``init``, ``exec``, ``cancel``, ``fini``,
-``bls_resp``, ``autocomplete``, ``free``; stub -> host: ``ready``, ``inited``/``init_error``, ``resp``, ``done``,
+``bls_resp``, ``autocomplete``, ``cuda_close`` (client CUDA regions the server closed: cuda.py), ``free``; stub -> host: ``ready``, ``inited``/``init_error``, ``resp``, ``done``,
 ``finied``, ``bls``, ``log``, ``autocompleted``/``error``. Any message may carry ``free``: blocks of the other side's
 segments this side has finished with.
 """
@@ -21,6 +21,7 @@ from collections import deque
 
 import numpy as np
 
+from . import cuda
 from .api import ModelConfig, format_exception
 from .channel import Channel
 from .runner import InstanceRunner, exit_now, last_line, load_model_class
@@ -81,7 +82,8 @@ class Stub:
                 runner.queue = deque()
                 threading.Thread(target=self._serve, args=(runner,), daemon=True, name=f"instance-{m['inst']}").start()
             runner.queue.append(m)
-        elif op == "autocomplete":
+        elif op == "autocomplete" or op == "cuda_close":
+            # Closing a CUDA mapping is a driver call: done on the main thread, not on the reader.
             self.main_q.append(m)
 
     def _serve(self, runner: InstanceRunner) -> None:
@@ -108,8 +110,16 @@ class Stub:
             m = q.popleft()
             if m["op"] == "autocomplete":
                 self._autocomplete(m)
+            elif m["op"] == "cuda_close":
+                self._close_regions(m["r"])
             elif self.main_runner is not None and self.main_runner.handle(m):
                 self._forget(self.main_runner)
+
+    def _close_regions(self, regions) -> None:
+        try:
+            cuda.REGIONS.close(regions)
+        except Exception as e:  # noqa: BLE001 - the mapping goes with the process; the server should know
+            self.ch.send({"op": "log", "lvl": "warn", "msg": f"closing client CUDA regions {regions}: {last_line(e)}"})
 
     def _autocomplete(self, m: dict) -> None:
         try:

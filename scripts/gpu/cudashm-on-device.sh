@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tritonclient's CUDA shared-memory flow (tritonclient.utils.cuda_shared_memory, unchanged: scripts/gpu/cudashm_flow.py)
-# against Nereid serving `simple` as KIND_GPU and KIND_CPU onnxruntime models, on the device tool's H200 (no Node, no network;
-# Python 3.12 with torch + CUDA 13). Packed by scripts/gpu/pack-cudashm.sh into .device/cs/part-NN (58 MiB each).
+# against Nereid serving `simple` as KIND_GPU and KIND_CPU onnxruntime models, and the same add/sub as a pytorch KIND_GPU
+# TorchScript model (simple_torch) and a python model.py KIND_GPU model over DLPack (simple_pydl), both in their own
+# processes, on the device tool's H200 (no Node, no network; Python 3.12 with torch + CUDA 13). Packed by
+# scripts/gpu/pack-cudashm.sh into .device/cs/part-NN (58 MiB each).
 # One device call per part, back to back (what a call copies to /tmp survives while the machine stays warm), from
 # the repository root:
 #   call k (k = 00, 01, ...): carry [".device/cs/part-k", ".device/cs/parts"]
@@ -68,14 +70,52 @@ echo 'optimization { execution_accelerators { gpu_execution_accelerator: [ { nam
 rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
 [ -L node_modules ] && rm -f node_modules
 [ -e node_modules ] || ln -s "$T/nm/node_modules" node_modules
+
+# The same add/sub through the process transport: a TorchScript model made here with torch (pytorch backend, KIND_GPU),
+# and a model.py that reads its inputs as GPU tensors (FORCE_CPU_ONLY_INPUT_TENSORS "no") and returns DLPack CUDA tensors.
+io='input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_GPU, count: 1, gpus: [ 0 ] } ]'
+mkdir -p "$T/models/simple_torch/1" "$T/models/simple_pydl/1"
+printf 'name: "simple_torch"\nplatform: "pytorch_libtorch"\nmax_batch_size: 8\n%s\n' "$io" > "$T/models/simple_torch/config.pbtxt"
+python3 - "$T/models/simple_torch/1/model.pt" <<'PY' 2>&1 | grep -v Warning
+import sys, warnings
+import torch
+class AddSub(torch.nn.Module):
+    def forward(self, INPUT0, INPUT1):
+        return INPUT0 + INPUT1, INPUT0 - INPUT1
+warnings.simplefilter("ignore")
+torch.jit.script(AddSub()).save(sys.argv[1])
+PY
+printf 'name: "simple_pydl"\nbackend: "python"\nmax_batch_size: 8\n%s\nparameters [ { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } } ]\n' "$io" > "$T/models/simple_pydl/config.pbtxt"
+cat > "$T/models/simple_pydl/1/model.py" <<'PY'
+import triton_python_backend_utils as pb_utils
+from torch.utils.dlpack import from_dlpack, to_dlpack
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for r in requests:
+            t0, t1 = (pb_utils.get_input_tensor_by_name(r, n) for n in ("INPUT0", "INPUT1"))
+            if t0.is_cpu() or t1.is_cpu():
+                raise pb_utils.TritonModelException("expected the inputs in the client's CUDA memory")
+            a, b = from_dlpack(t0.to_dlpack()), from_dlpack(t1.to_dlpack())
+            outs = [pb_utils.Tensor.from_dlpack("OUTPUT0", to_dlpack(a + b)), pb_utils.Tensor.from_dlpack("OUTPUT1", to_dlpack(a - b))]
+            responses.append(pb_utils.InferenceResponse(output_tensors=outs))
+        return responses
+PY
 {
   echo "== device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); node $("$T/node" --version)"
   python3 -c "import tritonclient, cuda.bindings, numpy; print('== tritonclient', tritonclient.__file__, '| cuda.bindings', cuda.bindings.__version__, '| numpy', numpy.__version__)"
   "$T/node" dist/cli/nereid.cjs serve --model-repository "$T/models" --allow-client-shm=true \
+    --backend-config=pytorch,python-executable="$(command -v python3)" --backend-config=python,python-executable="$(command -v python3)" \
     --http-port 18000 --grpc-port 18001 --metrics-port 18002 --log-verbose 1 > "$out/nereid.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 120); do curl -sf localhost:18000/v2/models/simple_gpu/ready > /dev/null && break; sleep 0.5; done
-  echo "== ready: $(curl -s -o /dev/null -w '%{http_code}' localhost:18000/v2/models/simple_gpu/ready)"
+  for m in simple_gpu simple_torch simple_pydl; do
+    for _ in $(seq 1 180); do curl -sf "localhost:18000/v2/models/$m/ready" > /dev/null && break; sleep 0.5; done
+    echo "== ready $m: $(curl -s -o /dev/null -w '%{http_code}' "localhost:18000/v2/models/$m/ready")"
+  done
   timeout 240 python3 scripts/gpu/cudashm_flow.py localhost:18000 localhost:18001 "$out/nereid.log"
   echo "flow exit $?"
   timeout 120 python3 scripts/gpu/cuda_graph_check.py localhost:18000
@@ -83,6 +123,6 @@ rm -rf dist && xz -T0 -dc "$T/dist.tar.xz" | tar xf - || exit 2
   grep -iE 'cuda graph|captur' "$out/nereid.log" | head -5
   echo "== nvidia-smi (the node process holds the GPU):"; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
   kill "$pid"; wait "$pid" 2>/dev/null
-  echo "== device runs logged: $(grep -c 'onnxruntime run: inputs' "$out/nereid.log")"
-  echo "== nereid log (tail, without the per-run lines):"; grep -v 'onnxruntime run: inputs' "$out/nereid.log" | tail -n 40
+  for e in onnxruntime pytorch python; do echo "== $e device runs logged: $(grep -c "$e run: inputs" "$out/nereid.log")"; done
+  echo "== nereid log (tail, without the per-run lines):"; grep -Ev '(onnxruntime|pytorch|python) run: inputs' "$out/nereid.log" | tail -n 40
 } 2>&1 | tee "$out/cudashm-output.txt"

@@ -10,6 +10,11 @@ each tensor was ("inputs INPUT0 cuda:0, INPUT1 cuda:0; outputs OUTPUT0 cuda:0, O
 that simple_gpu read every input on the device and, from the second run of a shape on (the first learns the output
 shapes), wrote its outputs there; that `simple_cpu` (KIND_CPU) got host copies (no such line) with the same
 results; and that an input at a 64-byte offset (not 256-aligned) went through the host while the other stayed.
+
+Process backends: `simple_torch` (pytorch KIND_GPU, TorchScript) and `simple_pydl` (python model.py KIND_GPU over DLPack,
+FORCE_CPU_ONLY_INPUT_TENSORS "no") open the client's IPC handles in their own processes; their runner logs one line per
+run ("pytorch run: inputs INPUT0 cuda:0, INPUT1 cuda:0; outputs OUTPUT0 cuda:0, OUTPUT1 cuda:0", "python run: ..."):
+the flow checks every run read both inputs and wrote both outputs in the client's device memory.
 """
 
 import sys
@@ -29,13 +34,17 @@ INPUTS_ON_DEVICE = "inputs INPUT0 cuda:0, INPUT1 cuda:0; outputs"
 MIXED = "inputs INPUT0 cuda:0, INPUT1 host;"
 
 
-def run_lines():
-    """Nereid's log lines of onnxruntime runs with client device memory (the log is written synchronously)."""
+#: Engine whose run lines each model logs (the onnxruntime engine in-process, the others' runners in their processes).
+ENGINE = {"simple_gpu": "onnxruntime", "simple_cpu": "onnxruntime", "simple_torch": "pytorch", "simple_pydl": "python"}
+
+
+def run_lines(engine="onnxruntime"):
+    """Nereid's log lines of an engine's runs with client device memory (the log is written synchronously)."""
     if log_path is None:
         return []
     time.sleep(0.2)
     with open(log_path, encoding="utf-8", errors="replace") as f:
-        return [line.strip() for line in f if "onnxruntime run: inputs" in line]
+        return [line.strip() for line in f if f"{engine} run: inputs" in line]
 
 
 def check(what, ok, detail=""):
@@ -70,8 +79,8 @@ def flow(proto, mod, url):
         outputs[0].set_shared_memory(names[2], size)
         outputs[1].set_shared_memory(names[3], size)
         zeros = np.zeros((1, 16), dtype=np.int32)
-        for model in ("simple_gpu", "simple_cpu"):
-            seen = len(run_lines())
+        for model in ("simple_gpu", "simple_cpu", "simple_torch", "simple_pydl"):
+            seen = len(run_lines(ENGINE[model]))
             for i in range(3):  # the first run of a shape learns the output shapes; the next ones write in place
                 cudashm.set_shared_memory_region(handles[2], [zeros])
                 cudashm.set_shared_memory_region(handles[3], [zeros])
@@ -85,8 +94,11 @@ def flow(proto, mod, url):
                 check(f"{what}: the response names the output", o is not None)
             if log_path is None:
                 continue
-            lines = run_lines()[seen:]
-            if model == "simple_gpu":
+            lines = run_lines(ENGINE[model])[seen:]
+            if model in ("simple_torch", "simple_pydl"):
+                check(f"{proto}: {model} read both inputs and wrote both outputs in the client's device memory, in its own process (log)",
+                      len(lines) == 3 and all(ALL_ON_DEVICE in l for l in lines), lines[-3:])
+            elif model == "simple_gpu":
                 check(f"{proto}: simple_gpu read every input on the device (log)",
                       sum(INPUTS_ON_DEVICE in l for l in lines) == 3, lines[-3:])
                 check(f"{proto}: simple_gpu wrote both outputs on the device from its second run on (log)",
@@ -146,7 +158,8 @@ for proto, mod, url in (("http", httpclient, http_url), ("grpc", grpcclient, grp
         flow(proto, mod, url)
     except Exception as e:  # a failure of the flow itself is one failed check, and the next protocol still runs
         check(f"{proto}: the flow ran to its end", False, repr(e))
-for line in run_lines()[:4]:
-    print(f"[cudashm] log: {line[:300]}", flush=True)
+for engine in ("onnxruntime", "pytorch", "python"):
+    for line in run_lines(engine)[:2]:
+        print(f"[cudashm] log: {line[:300]}", flush=True)
 print(f"{passed} passed, {failed} failed", flush=True)
 sys.exit(1 if failed else 0)

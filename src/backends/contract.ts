@@ -120,7 +120,7 @@ export interface EngineInstance {
   readonly died?: Promise<Error>;
   /**
    * Device memory the engine reads inputs from and writes outputs into directly (onnxruntime's KIND_GPU instances:
-   * their CUDA device). Absent: the instance gets host memory only.
+   * their CUDA device; pytorch and python ones through the process transport). Absent: host memory only.
    */
   readonly deviceMemory?: DeviceMemory;
   /** Releases the instance. Called exactly once, after its last `execute` settled. */
@@ -223,7 +223,10 @@ export interface ModelHandle {
 export interface Instance {
   readonly name: string;
   readonly execute: Execute;
-  /** The engine's `deviceMemory`, where its transport can pass device addresses (in-process only). */
+  /**
+   * The engine's `deviceMemory`, where its transport can pass device memory: in-process (addresses) and the
+   * process transport (client regions' CUDA IPC handles, opened by the child: runtime/process/device.ts).
+   */
   readonly deviceMemory?: DeviceMemory;
   /** Destroys the instance after its in-flight batch; idempotent. */
   destroy(): Promise<void>;

@@ -18,6 +18,29 @@ export interface DeviceBuffer {
   /** Device address in this process's unified address space. */
   readonly address: bigint;
   readonly byteSize: number;
+  /**
+   * How another process reaches the buffer (client CUDA shared memory): engines behind the process transport open
+   * the region's IPC handle themselves, once per region, and never see this process's `address`.
+   */
+  readonly ipc?: CudaIpcSpan;
+}
+
+/**
+ * A buffer's place in a client's CUDA IPC allocation, for a process that opens the handle itself. Ownership: the
+ * handle bytes are the server's copy (never mutated); `closed` belongs to the server's region.
+ */
+export interface CudaIpcSpan {
+  /** Server-unique id of the registration: a name registered again after an unregister gets a new id. */
+  readonly region: number;
+  /** The raw 64-byte cudaIpcMemHandle_t the client registered. */
+  readonly handle: Uint8Array;
+  /** Byte offset of the buffer from the base the handle opens at. */
+  readonly offset: number;
+  /**
+   * Aborts when the server closes the region (unregistered and no request holds it): a process that opened the
+   * handle closes its mapping then, so the client's memory is not kept mapped by the server's children.
+   */
+  readonly closed: AbortSignal;
 }
 
 /** What an instance can read inputs from and write outputs into directly. */

@@ -18,7 +18,7 @@ import { unlinkStaleSegments } from '../runtime/process/shm.js';
 import { blsService, type ModelCaller } from './bls.js';
 import { responseChecker } from './check.js';
 import { childEnv, resolveInterpreter, type Interpreter } from './interpreter.js';
-import { executeTimeoutMs, pythonOptions, type PythonOptions } from './options.js';
+import { executeTimeoutMs, forceCpuOnlyInputs, pythonOptions, type PythonOptions } from './options.js';
 
 /**
  * Triton's python backend (`backend: "python"`, `model.py` with `TritonPythonModel`), one stub process per
@@ -135,6 +135,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       // The loader's logger already carries the model and version.
       const logger = ctx.logger;
       const timeout = executeTimeoutMs(ctx.config, o);
+      const cpuOnlyInputs = forceCpuOnlyInputs(ctx.config);
       const decoupled = ctx.config.model_transaction_policy?.decoupled === true;
       const configJson = JSON.stringify(modelConfigToJson(ctx.config));
       const services = blsService(() => caller, logger);
@@ -167,6 +168,9 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
                 ownsProcess: true,
                 logger: ilogger,
                 check: responseChecker(ctx.config, spec.name),
+                // Client CUDA memory reaches the model as GPU tensors only when it asked for them (Triton's rule).
+                deviceMemory:
+                  spec.kind === 'KIND_GPU' && !cpuOnlyInputs ? { kind: 'cuda', device: spec.device } : undefined,
                 payload: {
                   instance_name: spec.name,
                   model_path: ctx.modelPath,

@@ -109,3 +109,17 @@ export function executeTimeoutMs(config: ModelConfig, opts: PythonOptions): numb
     ? opts.executeTimeoutMs
     : seconds(`parameter EXECUTE_TIMEOUT_SECONDS of model '${config.name}'`, p);
 }
+
+/**
+ * Triton's FORCE_CPU_ONLY_INPUT_TENSORS model parameter: "yes" (the default) hands the model every input in CPU
+ * memory, so `as_numpy()` always works; "no" lets a KIND_GPU instance receive inputs in client CUDA shared memory
+ * as GPU tensors (`to_dlpack()`; `as_numpy()` raises, as in Triton). Any other value fails the load.
+ */
+export function forceCpuOnlyInputs(config: ModelConfig): boolean {
+  const p = modelParameter(config, 'FORCE_CPU_ONLY_INPUT_TENSORS');
+  if (p === undefined || p.toLowerCase() === 'yes') return true;
+  if (p.toLowerCase() === 'no') return false;
+  throw new InvalidArgError(
+    `model '${config.name}': parameter FORCE_CPU_ONLY_INPUT_TENSORS is '${p}'; expected 'yes' or 'no'`,
+  );
+}

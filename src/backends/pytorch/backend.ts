@@ -122,10 +122,13 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
               check,
               // Inputs of one name lie back to back across the batch: the engine joins them without a copy.
               inputLayout: 'name',
+              // Client CUDA memory on the instance's GPU reaches forward() in place (engines/pytorch/instance.py).
+              deviceMemory: spec.kind === 'KIND_GPU' ? { kind: 'cuda', device: spec.device } : undefined,
               payload: {
                 instance_name: spec.name,
                 model_path: ENGINE_MODEL_PY,
                 decoupled: false,
+                engine: 'pytorch',
                 args: {
                   model_path: ctx.modelPath,
                   model_name: name,

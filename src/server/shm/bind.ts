@@ -61,7 +61,7 @@ function isCuda(slice: RegionSlice): slice is CudaSlice {
 /** The slice as a device buffer when it may stay on the device: a CUDA slice, aligned for any kernel. */
 function onDevice(slice: RegionSlice, opts: BindOptions): DeviceBuffer | undefined {
   if (opts.deviceTensors !== true || !isCuda(slice) || slice.pointer % DEVICE_ALIGNMENT !== 0n) return undefined;
-  return { kind: 'cuda', device: slice.device, address: slice.pointer, byteSize: slice.byteSize };
+  return { kind: 'cuda', device: slice.device, address: slice.pointer, byteSize: slice.byteSize, ipc: slice.ipc };
 }
 
 export async function bindSharedMemory(

@@ -1,4 +1,5 @@
 import { AlreadyExistsError, InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
+import type { CudaIpcSpan } from '../../core/device.js';
 import { CUDA_IPC_HANDLE_BYTES, loadCudaRuntime, type CudaRuntime, type CudaUnavailable } from '../../native/cudart.js';
 import { CLIENT_SHM_DISABLED, MAX_REGIONS, type RegionSlice } from './regions.js';
 
@@ -30,11 +31,17 @@ export interface CudaRegionStatus {
 }
 
 interface Region {
+  /** Unique per registration (see CudaIpcSpan.region). */
+  readonly id: number;
   readonly name: string;
   readonly device: number;
   readonly byteSize: bigint;
   /** Base address of the opened handle in this process. */
   readonly pointer: bigint;
+  /** A copy of the client's handle: child processes open it themselves (process transport). */
+  readonly handle: Uint8Array;
+  /** Aborted when the region is closed here: children close their own mappings then. */
+  readonly closed: AbortController;
   users: number;
   unregistered: boolean;
 }
@@ -43,6 +50,8 @@ interface Region {
 export interface CudaSlice extends RegionSlice {
   readonly device: number;
   readonly pointer: bigint;
+  /** The slice as another process reaches it: the region's handle and the slice's offset from its base. */
+  readonly ipc: CudaIpcSpan;
   /** `read`, synchronously: a device-to-host cudaMemcpy into a fresh, owned buffer. */
   readNow(): Uint8Array;
 }
@@ -54,6 +63,7 @@ export class CudaSharedMemory {
   readonly #systemHas: (name: string) => boolean;
   readonly #load: () => CudaRuntime | CudaUnavailable;
   #runtime: CudaRuntime | undefined;
+  #nextId = 1;
 
   /**
    * `runtime` loads the CUDA runtime (default: libcudart through koffi, on first registration); tests without a
@@ -134,10 +144,13 @@ export class CudaSharedMemory {
       throw new InvalidArgError(`failed to register shared memory region '${name}': invalid args`);
     }
     this.#regions.set(name, {
+      id: this.#nextId++,
       name,
       device,
       byteSize,
       pointer: opened.pointer,
+      handle: rawHandle.slice(),
+      closed: new AbortController(),
       users: 0,
       unregistered: false,
     });
@@ -187,6 +200,7 @@ export class CudaSharedMemory {
       byteSize: size,
       device: r.device,
       pointer,
+      ipc: { region: r.id, handle: r.handle, offset: Number(offset), closed: r.closed.signal },
       readNow,
       read: () => Promise.resolve(readNow()),
       write: (bytes) => {
@@ -226,6 +240,7 @@ export class CudaSharedMemory {
   #close(r: Region): void {
     if (this.#regions.get(r.name) === r) this.#regions.delete(r.name);
     if (this.#runtime !== undefined) closeQuietly(this.#runtime, r.device, r.pointer);
+    r.closed.abort();
   }
 }
 

@@ -7,6 +7,11 @@ a view when the host laid them back to back, which it does, else one copy); each
 taken from what forward() returns (a tensor, or a tuple/list of them) by Triton's naming rules, moved to the host
 and split back into one response per request (views; the stub copies them into shared memory once).
 
+Client CUDA shared memory (a KIND_GPU instance on the region's device): an input there arrives as a GPU
+``pb_utils.Tensor`` and becomes a torch tensor over the client's memory through DLPack (no copy); an output the
+client placed there is copied device to device into a torch view over its buffer on the instance's stream, which
+is synchronized before the response goes (the runner then has nothing to copy). Nothing goes through the host.
+
 Strings: a ``TYPE_STRING`` input or output is a ``List[str]`` argument or return value (UTF-8), one dimension only
 (the batch dim counts), as Triton's pytorch backend.
 
@@ -23,7 +28,7 @@ import numpy as np
 
 from nereid_python import datatypes
 from nereid_python.api import InferenceResponse, TritonError
-from nereid_python.tensor import Tensor
+from nereid_python.tensor import Tensor, slot_tensor
 
 from . import naming, runtime
 from .runtime import PyTorchError
@@ -144,7 +149,7 @@ class Instance:
             if not self.batching:
                 groups[(i,)] = [i]
                 continue
-            key = tuple((t.name(), tuple(t.as_numpy().shape[1:])) for t in sorted(req.inputs(), key=lambda t: t.name()))
+            key = tuple((t.name(), tuple(t.shape()[1:])) for t in sorted(req.inputs(), key=lambda t: t.name()))
             groups.setdefault(key, []).append(i)
         for members in groups.values():
             try:
@@ -161,7 +166,7 @@ class Instance:
     def _run(self, requests) -> list:
         torch = self.torch
         per_request = [{t.name(): t for t in r.inputs()} for r in requests]
-        rows = [int(d[self.inputs[0]["name"]].as_numpy().shape[0]) if self.batching else 1 for d in per_request]
+        rows = [int(d[self.inputs[0]["name"]].shape()[0]) if self.batching else 1 for d in per_request]
         wanted: list[str] = []
         for r in requests:
             for n in r.requested_output_names() or list(self.outputs):
@@ -170,11 +175,14 @@ class Instance:
         values: dict[str, object] = {}
         for spec in self.inputs:
             n = spec["name"]
-            pieces = [d[n].as_numpy() for d in per_request]
             if spec["datatype"] == "BYTES":
-                values[n] = [_text(v) for p in pieces for v in p.reshape(-1)]
-            else:
+                values[n] = [_text(v) for d in per_request for v in d[n].as_numpy().reshape(-1)]
+            elif all(d[n].is_cpu() for d in per_request):
+                pieces = [d[n].as_numpy() for d in per_request]
                 values[n] = self._to_torch(join_rows(pieces) if self.batching else pieces[0], spec["datatype"])
+            else:
+                on_device = [self._from_device(d[n], spec["datatype"]) for d in per_request]
+                values[n] = on_device[0] if len(on_device) == 1 else torch.cat(on_device, 0)
         torch._C._set_graph_executor_optimize(self.optimize)
         grad = torch.inference_mode() if self.inference_mode else torch.no_grad()
         stream = torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
@@ -185,18 +193,28 @@ class Instance:
                 ordered = sorted(values.items(), key=lambda kv: self.input_pos[kv[0]])
                 result = self.module(*[v for _, v in ordered])
             returned = list(result) if isinstance(result, (tuple, list)) and not _is_strings(result) else [result]
-            host: dict[str, np.ndarray] = {}
+            produced: dict[str, object] = {}
             for n in wanted:
                 k = self.output_pos[n]
                 if k >= len(returned):
                     raise PyTorchError(f"config output '{n}' is forward()'s value {k} ({self.output_rule}), but forward() returned {len(returned)} value(s)")
-                host[n] = self._to_numpy(n, returned[k])
+                produced[n] = returned[k]
         total = sum(rows)
+        host: dict[str, np.ndarray] = {}
+        in_place = False
         out = []
         row = 0
         for r, n_rows in zip(requests, rows):
             tensors = []
+            slots = r._slots or {}
             for n in r.requested_output_names() or list(self.outputs):
+                placed = self._write_in_place(n, produced[n], slots.get(n), row, n_rows, total)
+                if placed is not None:
+                    tensors.append(placed)
+                    in_place = True
+                    continue
+                if n not in host:
+                    host[n] = self._to_numpy(n, produced[n])
                 a = host[n]
                 if self.batching:
                     if a.ndim == 0 or a.shape[0] != total:
@@ -205,7 +223,39 @@ class Instance:
                 tensors.append(Tensor._wrap(n, a, datatypes.from_numpy(a.dtype) if a.dtype != np.object_ else "BYTES"))
             out.append(InferenceResponse(output_tensors=tensors))
             row += n_rows
+        if in_place and self.cuda:
+            self.stream.synchronize()  # the client reads its buffers once the response arrives
         return out
+
+    def _from_device(self, t, datatype: str):
+        """A torch tensor over a GPU input's memory (the client's CUDA region), through DLPack: no copy."""
+        v = self.torch.from_dlpack(t.to_dlpack())
+        if self.cuda and v.device != self.torch.device(self.device):
+            v = v.to(self.device)  # not expected: the host sends device tensors only to an instance on their GPU
+        return v
+
+    def _write_in_place(self, name: str, value, slot, row: int, n_rows: int, total: int):
+        """Copies an output into the client's device buffer (device to device, on the instance's stream) and
+        returns the GPU Tensor over that buffer; None when there is no buffer or the output cannot go there
+        (strings, a dtype Triton lacks, too small a buffer: then it goes through the host as usual)."""
+        torch = self.torch
+        if slot is None or not isinstance(value, torch.Tensor):
+            return None
+        datatype = _TRITON_OF.get(str(value.dtype).replace("torch.", ""))
+        if datatype is None:
+            return None
+        part = value.detach()
+        if self.batching:
+            if part.ndim == 0 or part.shape[0] != total:
+                raise PyTorchError(f"forward() returned '{name}' with shape {list(part.shape)}, but the batch has {total} row(s) along dim 0")
+            part = part[row : row + n_rows]
+        target = slot_tensor(slot, name, datatype, list(part.shape))
+        if target is None:
+            return None
+        stream = torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
+        with stream:
+            torch.from_dlpack(target.to_dlpack()).copy_(part)
+        return target
 
     def _to_torch(self, a: np.ndarray, datatype: str):
         torch = self.torch
@@ -235,6 +285,21 @@ class Instance:
         if self.cuda and self.stream is not None:
             self.stream.synchronize()
         self.module = None
+
+
+#: torch dtype name -> Triton datatype, for outputs written into client device memory.
+_TRITON_OF = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "bfloat16": "BF16",
+}
 
 
 def _is_strings(v) -> bool:

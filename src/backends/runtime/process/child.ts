@@ -10,6 +10,7 @@ import {
 } from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import { channelPair, type ChannelPair } from './channel.js';
+import { ChildCudaRegions } from './device.js';
 import { FrameDecoder, encodeFrame } from './frame.js';
 import type { FreeList, FromChild, ToChild, WireError } from './protocol.js';
 import { HostArena, PeerSegments, unlinkSegments, type ShmOptions } from './shm.js';
@@ -69,6 +70,8 @@ export class ChildProcessHost {
   /** Settles when the process has exited, for any reason. */
   readonly exited: Promise<ExitInfo>;
   services: ServiceHandler | undefined;
+  /** Client CUDA regions the child was told about, closed there when the server closes them. */
+  readonly cudaRegions: ChildCudaRegions;
 
   readonly #child: ChildProcess;
   readonly #sock: Socket;
@@ -102,6 +105,7 @@ export class ChildProcessHost {
     this.info = Object.freeze({ ...ready });
     this.arena = new HostArena(opts.shm);
     this.peer = new PeerSegments(opts.shm.prefix);
+    this.cudaRegions = new ChildCudaRegions((msg) => this.send(msg));
     this.exited = new Promise((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) {
         resolve({ code: child.exitCode, signal: child.signalCode as NodeJS.Signals | null });
@@ -367,6 +371,7 @@ export class ChildProcessHost {
     this.#exitHow = how;
     this.#exitCause = new InternalError(`${this.label} ${how}`);
     this.#sock.destroy();
+    this.cudaRegions.dispose();
     // Nothing reads the segments any more: unmap ours, unmap theirs, and remove every file of the prefix.
     this.arena.close();
     this.peer.close();

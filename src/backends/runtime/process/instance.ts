@@ -1,10 +1,12 @@
+import type { DeviceMemory } from '../../../core/device.js';
 import { CancelledError, InternalError, NereidError, UnavailableError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import type { Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
 import { fromWireError, type ChildProcessHost, type HostedInstance } from './child.js';
+import { deviceWire, hostCopiesWithoutIpc } from './device.js';
 import type { FromChild, WireRequest, WireResponse } from './protocol.js';
-import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName } from './wire.js';
+import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type DeviceSlots } from './wire.js';
 
 /**
  * The host side of one instance living in a child process: `execute` writes the batch's inputs into one
@@ -15,7 +17,8 @@ import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName } from './
  *
  * Threading: main thread only. Ownership: inputs are copied into shared memory before `execute` returns control,
  * so the caller's buffers are never kept; outputs are copied out of the child's block into one new ArrayBuffer
- * per message and given to the responder.
+ * per message and given to the responder. With `deviceMemory`, tensors in client CUDA memory on that device
+ * cross as IPC handle + offset instead (process/device.ts): the child reads and writes them in place.
  */
 
 export interface ProcessInstanceOptions {
@@ -37,6 +40,11 @@ export interface ProcessInstanceOptions {
   inputLayout?: 'request' | 'name';
   /** Bound with the instance (and model) by the caller; records here add no such keys again. */
   logger: Logger;
+  /**
+   * The CUDA device the engine in the child reads inputs from and writes outputs into directly (it opens client
+   * regions' IPC handles itself). Absent: host memory only.
+   */
+  deviceMemory?: DeviceMemory;
 }
 
 interface Inflight {
@@ -63,6 +71,7 @@ const now = (): bigint => process.hrtime.bigint();
 
 export class ProcessInstance implements Instance, HostedInstance {
   readonly name: string;
+  readonly deviceMemory: DeviceMemory | undefined;
   readonly died: Promise<Error>;
   readonly #host: ChildProcessHost;
   readonly #opts: ProcessInstanceOptions;
@@ -79,6 +88,7 @@ export class ProcessInstance implements Instance, HostedInstance {
 
   private constructor(host: ChildProcessHost, opts: ProcessInstanceOptions) {
     this.name = opts.name;
+    this.deviceMemory = opts.deviceMemory;
     this.#host = host;
     this.#opts = opts;
     this.died = new Promise((resolve) => (this.#resolveDied = resolve));
@@ -124,7 +134,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     return inst;
   }
 
-  execute(requests: readonly EngineRequest[], responder: Responder, signal: AbortSignal): Promise<ExecuteTimings> {
+  execute(given: readonly EngineRequest[], responder: Responder, signal: AbortSignal): Promise<ExecuteTimings> {
     if (this.#dead !== undefined) return Promise.reject(this.#dead);
     if (this.#destroying !== undefined) {
       return Promise.reject(new UnavailableError(`instance ${this.name} is being destroyed`));
@@ -133,12 +143,16 @@ export class ProcessInstance implements Instance, HostedInstance {
     const t0 = now();
     let blk: [number, number, number] | null;
     let descs;
+    let requests = given;
+    let device;
     try {
+      requests = hostCopiesWithoutIpc(given);
       const write = this.#opts.inputLayout === 'name' ? writeTensorGroupsByName : writeTensorGroups;
       ({ blk, descs } = write(
         this.#host.arena,
         requests.map((r) => r.inputs),
       ));
+      device = deviceWire(requests, descs);
     } catch (e) {
       return Promise.reject(NereidError.from(e));
     }
@@ -150,6 +164,8 @@ export class ProcessInstance implements Instance, HostedInstance {
         else if (r.correlationId !== 0n) w.c = r.correlationId.toString();
       }
       if (r.parameters !== undefined) w.p = plainParams(r.parameters);
+      const slots = device?.slots[i];
+      if (slots !== undefined) w.do = slots;
       return w;
     });
     const id = this.#nextBatch++;
@@ -180,7 +196,10 @@ export class ProcessInstance implements Instance, HostedInstance {
     this.#batches.set(id, batch);
     signal.addEventListener('abort', onAbort, { once: true });
     this.#execSince = performance.now();
-    this.#host.send({ op: 'exec', inst: this.#id, b: id, blk, r: wire });
+    if (device !== undefined) {
+      this.#host.cudaRegions.note(device.spans);
+      this.#host.send({ op: 'exec', inst: this.#id, b: id, blk, r: wire, cuda: device.cuda });
+    } else this.#host.send({ op: 'exec', inst: this.#id, b: id, blk, r: wire });
     return promise;
   }
 
@@ -224,7 +243,11 @@ export class ProcessInstance implements Instance, HostedInstance {
   }
 
   /** The tensors of a child message (one list per response); the child's block is handed back either way. */
-  #read(blk: [number, number] | null | undefined, groups: (WireResponse | null | undefined)[]): Tensor[][] {
+  #read(
+    blk: [number, number] | null | undefined,
+    groups: (WireResponse | null | undefined)[],
+    slots: readonly DeviceSlots[],
+  ): Tensor[][] {
     let bytes = 0;
     try {
       const r = readTensorGroups(
@@ -232,6 +255,7 @@ export class ProcessInstance implements Instance, HostedInstance {
         blk,
         groups.map((g) => g?.o),
         this.#who(),
+        slots,
       );
       bytes = r.bytes;
       return r.tensors;
@@ -252,7 +276,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     else if (msg.none) resp = null;
     else {
       try {
-        resp = { outputs: this.#read(msg.blk, [msg])[0] };
+        resp = { outputs: this.#read(msg.blk, [msg], [b.requests[msg.i].device?.outputs])[0] };
         if (msg.p) resp.parameters = msg.p;
       } catch (e) {
         resp = NereidError.from(e);
@@ -287,7 +311,11 @@ export class ProcessInstance implements Instance, HostedInstance {
       let outputs: Tensor[][] | undefined;
       let readError: Error | undefined;
       try {
-        outputs = this.#read(msg.blk, msg.r);
+        outputs = this.#read(
+          msg.blk,
+          msg.r,
+          b.requests.map((r) => r.device?.outputs),
+        );
       } catch (e) {
         readError = NereidError.from(e);
       }

@@ -11,6 +11,26 @@ import type { ErrorCode } from '../../../core/errors.js';
  */
 
 export type TensorDesc = [name: string, datatype: string, shape: number[], rel: number, bytes: number];
+
+/**
+ * Client CUDA shared memory (process/device.ts). An input in device memory is
+ * `[name, datatype, shape, -1, bytes, region, offset]`: its bytes lie `offset` bytes past the base of a region of
+ * the message's `cuda` table, which the child opens itself. An output descriptor with `rel` -1 was written by the
+ * child into the device buffer the request offered for it (`do`); the host reads nothing.
+ */
+export type DeviceTensorDesc = [
+  name: string,
+  datatype: string,
+  shape: number[],
+  rel: -1,
+  bytes: number,
+  region: number,
+  offset: number,
+];
+/** A region an `exec` uses: its server-unique id, CUDA device and the client's raw handle (base64). */
+export type CudaRegionWire = [region: number, device: number, handle: string];
+/** A device output buffer offered to the child: region id, offset from the region's base, byte size. */
+export type DeviceSlotWire = [region: number, offset: number, bytes: number];
 export type FreeList = [seg: number, off: number][];
 
 export interface WireError {
@@ -20,13 +40,15 @@ export interface WireError {
 
 /** One request of an `exec`. `c`: numeric correlation id (decimal text), `cs`: string correlation id. */
 export interface WireRequest {
-  i: TensorDesc[];
+  i: (TensorDesc | DeviceTensorDesc)[];
   o: string[];
   id?: string;
   c?: string;
   cs?: string;
   p?: Record<string, string | number | boolean>;
   f?: number;
+  /** Outputs the child may write straight into client device memory, by name. */
+  do?: Record<string, DeviceSlotWire>;
 }
 
 /** A response in a `done` (non-decoupled batch) or `resp` (one at a time) message. */
@@ -38,7 +60,16 @@ export interface WireResponse {
 
 export type ToChild =
   | { op: 'init'; inst: number; payload: unknown; free?: FreeList }
-  | { op: 'exec'; inst: number; b: number; blk: [number, number, number] | null; r: WireRequest[]; free?: FreeList }
+  | {
+      op: 'exec';
+      inst: number;
+      b: number;
+      blk: [number, number, number] | null;
+      r: WireRequest[];
+      cuda?: CudaRegionWire[];
+      free?: FreeList;
+    }
+  | { op: 'cuda_close'; r: number[]; free?: FreeList }
   | { op: 'cancel'; inst: number; b: number; free?: FreeList }
   | { op: 'fini'; inst: number; free?: FreeList }
   | { op: 'free'; free: FreeList }

@@ -1,4 +1,5 @@
 import { DATATYPES, isDataType } from '../../../core/datatypes.js';
+import type { DeviceBuffer } from '../../../core/device.js';
 import { InternalError } from '../../../core/errors.js';
 import { decodeBytes, elementCount, encodeBytes, encodedBytesLength, fixedBytes } from '../../../core/tensor.js';
 import type { BytesData, Tensor } from '../../../core/tensor.js';
@@ -98,25 +99,31 @@ export function writeTensorGroupsByName(
   return { blk: [block.seg, block.off, block.size], descs };
 }
 
+/** Device output buffers a request offered, by name (its `device.outputs`), for outputs written in place. */
+export type DeviceSlots = ReadonlyMap<string, DeviceBuffer> | undefined;
+
 /**
  * Copies the tensors a child message names out of its block. `descGroups` are the tensor lists of each response
- * in the message; returns one tensor list per group. Throws INTERNAL naming `who` for a malformed descriptor.
+ * in the message; returns one tensor list per group. A descriptor with `rel` -1 is an output the child wrote into
+ * the device buffer its request offered (`slots`, one per group): it becomes a tensor with `device` set. Throws
+ * INTERNAL naming `who` for a malformed descriptor.
  */
 export function readTensorGroups(
   peer: PeerSegments,
   blk: [number, number] | null | undefined,
   descGroups: readonly (readonly TensorDesc[] | undefined)[],
   who: string,
+  slots: readonly DeviceSlots[] = [],
 ): { tensors: Tensor[][]; bytes: number } {
   let end = 0;
   for (const g of descGroups) {
     for (const d of g ?? []) {
       if (!Array.isArray(d) || d.length !== 5) throw new InternalError(`${who} sent a malformed tensor descriptor`);
       const [, , , rel, n] = d;
-      if (!Number.isSafeInteger(rel) || !Number.isSafeInteger(n) || rel < 0 || n < 0) {
+      if (!Number.isSafeInteger(rel) || !Number.isSafeInteger(n) || rel < -1 || n < 0) {
         throw new InternalError(`${who} sent tensor '${d[0]}' at an invalid place`);
       }
-      if (n > 0) end = Math.max(end, rel + n);
+      if (n > 0 && rel >= 0) end = Math.max(end, rel + n);
     }
   }
   let copy: Uint8Array | undefined;
@@ -128,7 +135,29 @@ export function readTensorGroups(
     copy = Buffer.allocUnsafe(end);
     copy.set(peer.view(blk[0], blk[1], end));
   }
-  return { tensors: descGroups.map((g) => (g ?? []).map((d) => toTensor(d, copy, who))), bytes: end };
+  return {
+    tensors: descGroups.map((g, gi) =>
+      (g ?? []).map((d) => (d[3] === -1 ? writtenOnDevice(d, slots[gi], who) : toTensor(d, copy, who))),
+    ),
+    bytes: end,
+  };
+}
+
+/** An output the child wrote into its request's device buffer: checked against the buffer, no bytes read. */
+function writtenOnDevice(d: TensorDesc, slots: DeviceSlots, who: string): Tensor {
+  const [name, datatype, shape, , n] = d;
+  const slot = typeof name === 'string' ? slots?.get(name) : undefined;
+  if (slot === undefined || !isDataType(datatype) || datatype === 'BYTES' || !Array.isArray(shape)) {
+    throw new InternalError(`${who} sent output '${String(name)}' as written in device memory it was not given`);
+  }
+  const info = DATATYPES[datatype];
+  const bytes = elementCount(shape, `${who}: output '${name}'`) * info.byteSize;
+  if (n !== bytes || n > slot.byteSize) {
+    throw new InternalError(
+      `${who} wrote output '${name}' (${n} bytes, shape [${shape.join(',')}] of ${datatype} needs ${bytes}) into a device buffer of ${slot.byteSize} bytes`,
+    );
+  }
+  return { name, datatype, shape, data: new info.array!(0), device: { ...slot, byteSize: n } };
 }
 
 function toTensor(d: TensorDesc, copy: Uint8Array | undefined, who: string): Tensor {
