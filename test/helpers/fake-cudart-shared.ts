@@ -81,6 +81,17 @@ export class SharedFakeCudaRuntime implements CudaRuntime {
     writeSync(fd, src, 0, src.byteLength, offset);
   }
 
+  /** Server side cudaMalloc: a "device" file that is open (reachable) at once. */
+  malloc(device: number, bytes: number): bigint {
+    return this.openIpcHandle(device, this.allocate(device, bytes).handle).pointer;
+  }
+
+  free(device: number, pointer: bigint): void {
+    this.closeIpcHandle(device, pointer);
+  }
+
+  synchronize(): void {}
+
   copyOnDevice(_device: number, dst: bigint, src: bigint, bytes: number): void {
     const from = this.#at(src, bytes);
     const to = this.#at(dst, bytes);
