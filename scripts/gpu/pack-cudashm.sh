@@ -3,8 +3,8 @@
 # never committed): one tar of Node, onnxruntime-node's library with koffi, Nereid's production dependencies, the
 # build (dist/), the CUDA provider of onnxruntime-gpu 1.30 (sm_90 only, for the device only) and its shared
 # provider library, and the cp312 wheels of tritonclient's HTTP, gRPC and CUDA shared-memory clients (cuda-python's
-# cuda.bindings; numpy comes with the device's torch) — split into 58 MiB parts, one per device call (a call carries
-# 64 MiB with the ~5.5 MB working tree).
+# cuda.bindings; numpy comes with the device's torch) — split into 54 MiB parts, one per device call (a call carries
+# 64 MiB with the ~6 MB working tree).
 #
 #   scripts/gpu/pack-gpubench.sh onnxruntime_gpu-1.30.0-cp312-cp312-manylinux_2_28_x86_64.whl [CACHE]   # once
 #   scripts/gpu/pack-cudashm.sh onnxruntime_gpu-1.30.0-cp312-cp312-manylinux_2_28_x86_64.whl
@@ -22,7 +22,7 @@ if [ "${1:-}" = "--dist-only" ]; then
   npm run build > /dev/null
   tar cf - dist | xz -T0 -6 > "$work/cs/dist.tar.xz"
   rm -f .device/cs/part-* .device/cs/parts
-  tar cf - -C "$work" cs | split -b 58M -d - .device/cs/part-
+  tar cf - -C "$work" cs | split -b 54M -d - .device/cs/part-
   ls .device/cs/part-* | wc -l > .device/cs/parts
   du -sh .device/cs/part-* | sed 's/^/packed: /'
   echo "parts: $(cat .device/cs/parts); one device call per part, in order (see scripts/gpu/cudashm-on-device.sh)"
@@ -50,7 +50,7 @@ python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:
 npm run build > /dev/null
 tar cf - dist | xz -T0 -6 > "$work/cs/dist.tar.xz"
 rm -rf .device/cs && mkdir -p .device/cs
-tar cf - -C "$work" cs | split -b 58M -d - .device/cs/part-
+tar cf - -C "$work" cs | split -b 54M -d - .device/cs/part-
 n=$(ls .device/cs/part-* | wc -l); echo "$n" > .device/cs/parts
 du -sh "$work/cs"/* "$work/cs/wheels" .device/cs/part-* | sed 's/^/packed: /'
 echo "parts: $(cat .device/cs/parts); one device call per part, in order (see scripts/gpu/cudashm-on-device.sh)"
