@@ -2,12 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
-import {
-  CancelledError,
-  NereidError,
-  UnavailableError,
-  UnsupportedError,
-} from '../../core/errors.js';
+import { CancelledError, NereidError, UnavailableError, UnsupportedError } from '../../core/errors.js';
 import type { DeviceMemory } from '../../core/device.js';
 import type { Tensor } from '../../core/tensor.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
