@@ -1,4 +1,4 @@
-import type { Backend, BackendConfig, EngineResponse } from '../backends/contract.js';
+import type { Backend, BackendConfig } from '../backends/contract.js';
 import { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import {
@@ -9,14 +9,13 @@ import {
   UnavailableError,
   UnsupportedError,
 } from '../core/errors.js';
-import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
+import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
 import { noopLogger, type Logger, type LogSwitches, type ServerLogger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
 import type { Tensor } from '../core/tensor.js';
 import type { ScheduledResult } from '../scheduler/scheduler.js';
 import { ModelRepository } from '../repository/manager.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
-import type { ModelSpec } from '../repository/spec.js';
 import type {
   CallOptions,
   CudaSharedMemoryStatus,
@@ -34,7 +33,6 @@ import type {
   TraceSettings,
 } from './api.js';
 import { noopObserver, type InferenceObserver } from '../metrics/observer.js';
-import { classify } from './classification.js';
 import { applyLogSettings, readLogSettings } from './log-settings.js';
 import { loadByRequest, unloadByRequest } from './model-control.js';
 import { collectStatistics, repositoryIndexRows } from './statistics.js';
@@ -51,6 +49,7 @@ import { sweepStaleOverrideDirs } from '../repository/overrides.js';
 import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
 import { cacheKey, ResponseCache } from './response-cache.js';
 import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
+import { Target } from './target.js';
 
 import { NEREID_VERSION } from '../core/version.js';
 
@@ -426,7 +425,7 @@ export class InferenceServer implements InferenceServerApi {
     if (hit !== undefined) {
       result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
       version.stats.recordCacheHit(Number(process.hrtime.bigint() - started), lookupNs);
-      return this.#respond(target, request, checked.outputs, result);
+      return target.respond(request, checked.outputs, result);
     }
     try {
       result = await scheduler.enqueue(engineRequest, {
@@ -434,7 +433,7 @@ export class InferenceServer implements InferenceServerApi {
         priority: uintParam(params, 'priority'),
         timeoutUs: uintParam(params, 'timeout'),
         sequence: sequence && { start: sequence.start, end: sequence.end },
-        onResponse: onResponse && ((r) => onResponse(this.#respond(target, request, checked.outputs, r))),
+        onResponse: onResponse && ((r) => onResponse(target.respond(request, checked.outputs, r))),
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
@@ -458,7 +457,7 @@ export class InferenceServer implements InferenceServerApi {
       });
     }
     // A decoupled request's responses went out through onResponse; what settles it is the final flag.
-    return this.#respond(target, request, checked.outputs, onResponse ? { outputs: [] } : result);
+    return target.respond(request, checked.outputs, onResponse ? { outputs: [] } : result);
   }
 
   /** Stores a computed answer; a response larger than the whole cache is said once per version. */
@@ -473,34 +472,6 @@ export class InferenceServer implements InferenceServerApi {
         `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
       );
     }
-  }
-
-  /**
-   * The client's response (each of a decoupled model's too): outputs in the order asked (a decoupled response may
-   * carry fewer), reshaped to the config's dims, classified when asked, with the engine's parameters.
-   */
-  #respond(
-    target: Target,
-    request: InferRequest,
-    requested: readonly RequestedOutput[],
-    r: EngineResponse,
-  ): InferResponse {
-    const { model, versionEntry: version, spec } = target;
-    const outputs: Tensor[] = [];
-    requested.forEach((req, i) => {
-      let t = r.outputs[i];
-      if (t === undefined) return;
-      const out = spec.outputs.get(req.name);
-      if (out?.reshape !== undefined) t = { ...t, shape: spec.batching ? [t.shape[0], ...out.dims] : [...out.dims] };
-      if (req.classCount !== undefined && req.classCount > 0) {
-        t = classify(t, req.classCount, spec.batching, spec.labels.get(req.name) as string[] | undefined);
-      }
-      outputs.push(t);
-    });
-    const response: InferResponse = { model: model.name, version: String(version.version), outputs };
-    if (request.id !== undefined) response.id = request.id;
-    if (r.parameters !== undefined) response.parameters = r.parameters;
-    return response;
   }
 
   repositoryIndex(opts: { ready?: boolean } = {}): ModelIndexEntry[] {
@@ -625,38 +596,6 @@ export class InferenceServer implements InferenceServerApi {
 }
 
 const NO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
-
-/** A resolved model version (ResolvedModel to protocols); stays valid while its version is READY. */
-class Target implements ResolvedModel {
-  constructor(
-    readonly model: Model,
-    readonly versionEntry: ModelVersion,
-    readonly spec: ModelSpec,
-  ) {}
-  get name(): string {
-    return this.model.name;
-  }
-  get version(): number {
-    return this.versionEntry.version;
-  }
-  get maxBatchSize(): number {
-    return this.spec.maxBatchSize;
-  }
-  get decoupled(): boolean {
-    return this.spec.config.model_transaction_policy?.decoupled === true;
-  }
-  get inputs(): TensorMetadata[] {
-    return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));
-  }
-  /** A version entry belongs to one load of its model: a reload or an unload replaces it. */
-  get key(): object {
-    return this.versionEntry;
-  }
-  /** Still the model a request for `name` would get (nothing was unloaded or replaced since the lookup). */
-  fresh(name: string): boolean {
-    return this.model.name === name && this.versionEntry.state === 'READY';
-  }
-}
 
 function uintParam(params: Parameters, key: string): number | undefined {
   const v = params[key];

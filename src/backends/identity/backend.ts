@@ -7,6 +7,7 @@ import type { Backend, BackendDescriptor, EngineAdapter, EngineInstance } from '
 import { inProcessBackend } from '../runtime/inprocess.js';
 import { workerBackend } from '../runtime/worker/host.js';
 import { adapterUrl } from '../runtime/worker/spawn.js';
+import { withThreadTransport } from '../runtime/transport.js';
 
 /**
  * Triton's `identity` backend: output i is a copy of input i (by position in the config), with controllable
@@ -129,17 +130,5 @@ export function identityBackend(): Backend {
     adapter,
   );
   const threaded = workerBackend(descriptor, adapterUrl(import.meta.url, './backend'));
-  return {
-    ...inProcess,
-    load(ctx, signal) {
-      const transport = ctx.backendConfig.transport ?? 'inprocess';
-      if (transport === 'thread') return threaded.load(ctx, signal);
-      if (transport !== 'inprocess') {
-        return Promise.reject(
-          new InvalidArgError(`backend-config identity,transport must be 'inprocess' or 'thread', got '${transport}'`),
-        );
-      }
-      return inProcess.load(ctx, signal);
-    },
-  };
+  return withThreadTransport('identity', inProcess, threaded);
 }

@@ -1,23 +1,12 @@
-import { InvalidArgError } from '../../core/errors.js';
 import type { Backend, EngineLoadContext } from '../contract.js';
 import { inProcessBackend } from '../runtime/inprocess.js';
+import { withThreadTransport } from '../runtime/transport.js';
 import { workerBackend } from '../runtime/worker/host.js';
 import { adapterUrl } from '../runtime/worker/spawn.js';
 import { onnxruntimeCapiAdapter, onnxruntimeDescriptor } from './engine.js';
-import { autoCompleteOnnx } from './signature.js';
 import { planSession, usesCudaGraphs } from './options-capi.js';
+import { autoCompleteOnnx } from './signature.js';
 
-/**
- * The onnxruntime backend: Triton's `onnxruntime` backend / `onnxruntime_onnx` platform over onnxruntime's C API.
- *
- * Two transports (`--backend-config=onnxruntime,transport=inprocess|thread`):
- * - `inprocess` (default): sessions run on libuv's thread pool (koffi async calls), so no engine thread and no
- *   per-request message hop; the event loop never waits for a run.
- * - `thread`: each instance in a worker thread of its own that calls Run itself (blocking that thread only): one
- *   message each way per batch, but every run of an instance comes from the same thread.
- * A model whose sessions replay CUDA graphs (`enable_cuda_graph`) always loads on `thread`. Auto-complete always
- * runs in-process (it reads the model's signature, no run).
- */
 /** Whether the model's sessions replay CUDA graphs; a config the plan refuses is left to the load to report. */
 function graphsOf(ctx: EngineLoadContext): boolean {
   try {
@@ -27,6 +16,18 @@ function graphsOf(ctx: EngineLoadContext): boolean {
   }
 }
 
+/**
+ * The onnxruntime backend: Triton's `onnxruntime` backend / `onnxruntime_onnx` platform over onnxruntime's C API.
+ *
+ * Two transports (`--backend-config=onnxruntime,transport=inprocess|thread`):
+ * - `inprocess` (default): sessions run on libuv's thread pool (koffi async calls), so no engine thread and no
+ *   per-request message hop; the event loop never waits for a run.
+ * - `thread`: each instance in a worker thread of its own that calls Run itself (blocking that thread only): one
+ *   message each way per batch, but every run of an instance comes from the same thread.
+ * A model whose sessions replay CUDA graphs (`enable_cuda_graph`) loads on `thread`: the copies into the graphs'
+ * fixed device buffers run on the instance's own thread (capi/cuda-graphs.ts). Auto-complete always runs in-process
+ * (it reads the model's signature, no run).
+ */
 export function onnxruntimeBackend(): Backend {
   const descriptor = onnxruntimeDescriptor();
   const inProcess = inProcessBackend(
@@ -41,21 +42,5 @@ export function onnxruntimeBackend(): Backend {
     onnxruntimeCapiAdapter(),
   );
   const threaded = workerBackend(descriptor, adapterUrl(import.meta.url, './thread-adapter'));
-  return {
-    ...inProcess,
-    load(ctx, signal) {
-      const transport = ctx.backendConfig.transport ?? 'inprocess';
-      if (transport === 'thread') return threaded.load(ctx, signal);
-      // CUDA graphs copy into their fixed device buffers on the instance's own thread (capi/cuda-graphs.ts).
-      if (transport === 'inprocess' && graphsOf(ctx)) return threaded.load(ctx, signal);
-      if (transport !== 'inprocess') {
-        return Promise.reject(
-          new InvalidArgError(
-            `backend-config onnxruntime,transport must be 'inprocess' or 'thread', got '${transport}'`,
-          ),
-        );
-      }
-      return inProcess.load(ctx, signal);
-    },
-  };
+  return withThreadTransport('onnxruntime', inProcess, threaded, graphsOf);
 }

@@ -301,27 +301,15 @@ export class OrtRunner {
     }
   }
 
-  /** The native Run on a pool thread; `outs` holds preallocated values or nulls onnxruntime fills. */
+  /**
+   * The native Run: on a pool thread, or on this thread for a blocking runner; `outs` holds preallocated values or
+   * nulls onnxruntime fills.
+   */
   async #call(inNames: Ptr[], values: InputValue[], outNames: Ptr[], outs: Array<Ptr | null>): Promise<void> {
     const api = ortApi();
     const preset = outs.map((v) => v !== null);
     try {
-      if (this.#opts.blocking === true) {
-        const status = api.Run(
-          this.#session.ptr,
-          this.#runOptions,
-          inNames,
-          values.map((v) => v.value),
-          values.length,
-          outNames,
-          outNames.length,
-          outs,
-        ) as Ptr | null;
-        if (status !== null) throw statusError(status);
-        return;
-      }
-      await callAsync(
-        api.Run,
+      const args = [
         this.#session.ptr,
         this.#runOptions,
         inNames,
@@ -330,7 +318,13 @@ export class OrtRunner {
         outNames,
         outNames.length,
         outs,
-      );
+      ];
+      if (this.#opts.blocking === true) {
+        const status = api.Run(...args) as Ptr | null;
+        if (status !== null) throw statusError(status);
+        return;
+      }
+      await callAsync(api.Run, ...args);
     } catch (err) {
       // Values onnxruntime created before failing are ours to release; preallocated ones the caller releases.
       outs.forEach((v, i) => {
