@@ -99,10 +99,14 @@ describe('onnxruntime on the engine-thread transport', () => {
   it('FAULT - an unload while requests run: every request is answered, the threads go away', async () => {
     const withThreads = threads();
     const inflight = Array.from({ length: 16 }, () => inferSimple(s.url, new Array(16).fill(1), new Array(16).fill(1)));
+    // Unload once the first answer is back: the others are in flight, queued, or not yet arrived.
+    await Promise.race(inflight);
     const unload = await fetch(`${s.url}/v2/repository/models/simple/unload`, { method: 'POST', body: '{}' });
     assert.equal(unload.status, 200);
     const answers = await Promise.all(inflight);
-    for (const r of answers) assert.ok([200, 400, 503].includes(r.status), JSON.stringify(r.body));
+    // Served (accepted before the unload), or Triton's answers for a model going or gone: 503 while it unloads,
+    // 404 once it is not in the server any more. Never a hang or a 500.
+    for (const r of answers) assert.ok([200, 404, 503].includes(r.status), JSON.stringify(r.body));
     assert.ok(
       answers.some((r) => r.status === 200),
       'requests accepted before the unload are served',
