@@ -1,7 +1,7 @@
 import { AlreadyExistsError, InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
 import type { CudaIpcSpan } from '../../core/device.js';
 import { CUDA_IPC_HANDLE_BYTES, loadCudaRuntime, type CudaRuntime, type CudaUnavailable } from '../../native/cudart.js';
-import { CLIENT_SHM_DISABLED, MAX_REGIONS, type RegionSlice } from './regions.js';
+import { checkSlice, CLIENT_SHM_DISABLED, MAX_REGIONS, unregisterHeld, type RegionSlice } from './regions.js';
 
 /**
  * Client CUDA shared memory (Triton's cuda_shared_memory extension): GPU buffers another process allocated and
@@ -16,8 +16,6 @@ import { CLIENT_SHM_DISABLED, MAX_REGIONS, type RegionSlice } from './regions.js
  * allocation the driver reports behind the handle; every request slice is checked against the registered size in
  * 64-bit arithmetic (offset, overflow, bounds) before any copy; the device must be one CUDA shows this process.
  */
-
-const UINT64_MAX = 2n ** 64n - 1n;
 
 /** Triton's answer when the server cannot use CUDA (a build or a machine without GPUs). */
 function gpusNotSupported(name: string): InvalidArgError {
@@ -159,30 +157,14 @@ export class CudaSharedMemory {
   /** Unregisters one region (an unknown name is fine, as in Triton) or all; regions in use close when released. */
   unregister(name?: string): void {
     if (!this.#enabled) throw new UnsupportedError(CLIENT_SHM_DISABLED);
-    const names = name === undefined || name === '' ? [...this.#regions.keys()] : [name];
-    for (const n of names) {
-      const r = this.#regions.get(n);
-      if (r === undefined || r.unregistered) continue;
-      r.unregistered = true;
-      if (r.users === 0) this.#close(r);
-    }
+    unregisterHeld(this.#regions, name, (r) => this.#close(r));
   }
 
   /** Checks a request's slice in Triton's order and wording, and holds the region until `release`. */
   acquire(name: string, offset: bigint, byteSize: bigint): CudaSlice {
     const r = this.#regions.get(name);
     if (r === undefined || r.unregistered) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
-    if (offset < 0n || offset >= r.byteSize) {
-      throw new InvalidArgError(`Invalid offset for shared memory region: '${name}'`);
-    }
-    if (byteSize < 0n || byteSize > UINT64_MAX - offset) {
-      throw new InvalidArgError(
-        `Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) exceeds maximum value (${UINT64_MAX}) for region '${name}'`,
-      );
-    }
-    if (offset + byteSize > r.byteSize) {
-      throw new InvalidArgError(`Invalid offset + byte size for shared memory region: '${name}'`);
-    }
+    checkSlice(name, r.byteSize, offset, byteSize);
     const rt = this.#runtime;
     if (rt === undefined) throw gpusNotSupported(name); // unreachable: a region exists only once CUDA was loaded
     r.users++;

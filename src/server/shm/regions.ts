@@ -37,6 +37,42 @@ const SYNC_IO_MAX = 1 << 20;
 export const CLIENT_SHM_DISABLED =
   "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
 
+/**
+ * Triton's check of a request's slice of a region, in its order and wording: offset inside, no 64-bit overflow,
+ * end inside. System and CUDA regions alike.
+ */
+export function checkSlice(name: string, regionBytes: bigint, offset: bigint, byteSize: bigint): void {
+  if (offset < 0n || offset >= regionBytes) {
+    throw new InvalidArgError(`Invalid offset for shared memory region: '${name}'`);
+  }
+  if (byteSize < 0n || byteSize > UINT64_MAX - offset) {
+    throw new InvalidArgError(
+      `Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) exceeds maximum value (${UINT64_MAX}) for region '${name}'`,
+    );
+  }
+  if (offset + byteSize > regionBytes) {
+    throw new InvalidArgError(`Invalid offset + byte size for shared memory region: '${name}'`);
+  }
+}
+
+/**
+ * Unregisters one region (an unknown name is fine, as in Triton) or all (no name or ''): each is marked, and closed
+ * now unless requests still hold it (their release closes it). System and CUDA regions alike.
+ */
+export function unregisterHeld<R extends { users: number; unregistered: boolean }>(
+  regions: ReadonlyMap<string, R>,
+  name: string | undefined,
+  close: (r: R) => void,
+): void {
+  const names = name === undefined || name === '' ? [...regions.keys()] : [name];
+  for (const n of names) {
+    const r = regions.get(n);
+    if (r === undefined || r.unregistered) continue;
+    r.unregistered = true;
+    if (r.users === 0) close(r);
+  }
+}
+
 export interface SystemRegionStatus {
   name: string;
   key: string;
@@ -136,13 +172,7 @@ export class SystemSharedMemory {
   /** Unregisters one region (unknown names are fine, as in Triton) or all; in-use regions close when released. */
   unregister(name?: string): void {
     if (!this.#enabled) throw new UnsupportedError(CLIENT_SHM_DISABLED);
-    const names = name === undefined || name === '' ? [...this.#regions.keys()] : [name];
-    for (const n of names) {
-      const r = this.#regions.get(n);
-      if (r === undefined || r.unregistered) continue;
-      r.unregistered = true;
-      if (r.users === 0) this.#close(r);
-    }
+    unregisterHeld(this.#regions, name, (r) => this.#close(r));
   }
 
   /**
@@ -152,17 +182,7 @@ export class SystemSharedMemory {
   acquire(name: string, offset: bigint, byteSize: bigint): RegionSlice {
     const r = this.#regions.get(name);
     if (r === undefined || r.unregistered) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
-    if (offset < 0n || offset >= r.byteSize) {
-      throw new InvalidArgError(`Invalid offset for shared memory region: '${name}'`);
-    }
-    if (byteSize < 0n || byteSize > UINT64_MAX - offset) {
-      throw new InvalidArgError(
-        `Integer overflow detected: byte_size (${byteSize}) + offset (${offset}) exceeds maximum value (${UINT64_MAX}) for region '${name}'`,
-      );
-    }
-    if (offset + byteSize > r.byteSize) {
-      throw new InvalidArgError(`Invalid offset + byte size for shared memory region: '${name}'`);
-    }
+    checkSlice(name, r.byteSize, offset, byteSize);
     r.users++;
     const position = Number(r.offset + offset);
     const size = Number(byteSize);
