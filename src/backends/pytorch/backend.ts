@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import type { ModelConfig, ModelInput, ModelOutput } from '../../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
-import { InvalidArgError, NereidError, NotFoundError, UnavailableError } from '../../core/errors.js';
+import { InvalidArgError, NotFoundError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type {
   AutoCompleteContext,
@@ -13,10 +13,10 @@ import type {
   ModelHandle,
 } from '../contract.js';
 import { responseChecker } from '../python/check.js';
-import { ChildProcessHost } from '../runtime/process/child.js';
 import { ProcessInstance } from '../runtime/process/instance.js';
+import { SharedHosts, startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { unlinkStaleSegments } from '../runtime/process/shm.js';
-import { ENGINE_MODEL_PY, gpuUsable, resolveEnvironment, type PyTorchEnvironment } from './environment.js';
+import { ENGINE_MODEL_PY, gpuUsable, resolveEnvironment } from './environment.js';
 import { backendOptions, modelOptions } from './options.js';
 
 /**
@@ -92,24 +92,25 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
       const io = JSON.stringify(ioOf(ctx.config));
       const options = JSON.stringify(mo);
       const check = responseChecker(ctx.config, name);
-      const hosts = new Map<string, Promise<ChildProcessHost>>();
-
-      const hostFor = async (device: string, sig?: AbortSignal): Promise<ChildProcessHost> => {
-        // One process per device: instances restarted after a crash land together in the new one.
-        for (let existing = hosts.get(device); existing !== undefined; existing = hosts.get(device)) {
-          const h = await existing.catch(() => undefined);
-          if (h !== undefined && h.alive) return h;
-          if (hosts.get(device) === existing) hosts.delete(device);
-        }
-        const started = startProcess(env, o, logger.child({ device }), sig);
-        hosts.set(device, started);
-        return started;
-      };
+      // One process per device: instances restarted after a crash land together in the new one.
+      const hosts = new SharedHosts<string>((device, sig) =>
+        startEngineProcess(
+          {
+            kind: 'pytorch process',
+            python: env,
+            shmPrefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
+            options: o,
+            logger: logger.child({ device }),
+            setup: 'bash scripts/setup-python.sh --torch',
+          },
+          sig,
+        ),
+      );
 
       return {
         async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
           const device = spec.kind === 'KIND_GPU' ? `cuda:${spec.device}` : 'cpu';
-          const host = await hostFor(device, sig);
+          const host = await hosts.get(device, sig);
           return ProcessInstance.create(
             host,
             {
@@ -143,46 +144,11 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
           );
         },
         async unload(): Promise<void> {
-          const all = await Promise.all([...hosts.values()].map((p) => p.catch(() => undefined)));
-          hosts.clear();
-          await Promise.all(all.map((h) => h?.close(30_000) ?? Promise.resolve()));
+          await hosts.close(30_000);
         },
       };
     },
   };
-}
-
-function startProcess(
-  env: PyTorchEnvironment,
-  o: ReturnType<typeof backendOptions>,
-  logger: Logger,
-  signal?: AbortSignal,
-): Promise<ChildProcessHost> {
-  return ChildProcessHost.start(
-    {
-      kind: 'pytorch process',
-      command: env.executable,
-      args: ['-m', 'nereid_python'],
-      env: env.env,
-      shm: {
-        prefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
-        defaultByteSize: o.shmDefaultByteSize,
-        growthByteSize: o.shmGrowthByteSize,
-      },
-      startTimeoutMs: o.startTimeoutMs,
-      logger,
-    },
-    signal,
-  ).catch((e: unknown) => {
-    const err = NereidError.from(e);
-    if (/No module named 'numpy'/.test(err.message)) {
-      throw new UnavailableError(
-        `python '${env.executable}' (from ${env.source}) has no numpy: run 'bash scripts/setup-python.sh --torch'`,
-        { cause: e },
-      );
-    }
-    throw err;
-  });
 }
 
 /** A config must declare inputs and outputs (Triton cannot read them from TorchScript either). */

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { DataType } from '../../core/datatypes.js';
-import { InvalidArgError, NereidError, NotFoundError, UnavailableError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type {
   AutoCompleteContext,
@@ -16,7 +16,7 @@ import type {
   Responder,
 } from '../contract.js';
 import { responseChecker } from '../python/check.js';
-import { ChildProcessHost } from '../runtime/process/child.js';
+import { SharedHosts, startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { ProcessInstance } from '../runtime/process/instance.js';
 import { unlinkStaleSegments } from '../runtime/process/shm.js';
 import { ENGINE_MODEL_PY, resolveEnvironment, type TensorRTEnvironment } from './environment.js';
@@ -131,45 +131,22 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
       logger.info(
         `model '${name}' version ${ctx.version}: TensorRT ${facts.trt_version} (${facts.flavor ?? 'full'} runtime) on ${facts.device_name ?? 'GPU'}, python ${env.executable} (from ${env.source}); ${facts.profiles.length} optimization profile(s)`,
       );
-      const hosts = new Map<number, Promise<ChildProcessHost>>();
       const batching = (ctx.config.max_batch_size ?? 0) > 0;
       const check = responseChecker(ctx.config, name);
-
-      const hostFor = async (device: number, sig?: AbortSignal): Promise<ChildProcessHost> => {
-        // One process per GPU: instances restarted together after a crash must all land in the same new one.
-        for (let existing = hosts.get(device); existing !== undefined; existing = hosts.get(device)) {
-          const h = await existing.catch(() => undefined);
-          if (h !== undefined && h.alive) return h;
-          if (hosts.get(device) === existing) hosts.delete(device);
-        }
-        const started = ChildProcessHost.start(
+      // One process per GPU: instances restarted together after a crash all land in the same new one.
+      const hosts = new SharedHosts<number>((device, sig) =>
+        startEngineProcess(
           {
             kind: 'tensorrt process',
-            command: env.executable,
-            args: ['-m', 'nereid_python'],
-            env: env.env,
-            shm: {
-              prefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
-              defaultByteSize: o.shmDefaultByteSize,
-              growthByteSize: o.shmGrowthByteSize,
-            },
-            startTimeoutMs: o.startTimeoutMs,
+            python: env,
+            shmPrefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
+            options: o,
             logger: logger.child({ gpu: device }),
+            setup: 'nereid tensorrt setup',
           },
           sig,
-        ).catch((e: unknown) => {
-          const err = NereidError.from(e);
-          if (/No module named 'numpy'/.test(err.message)) {
-            throw new UnavailableError(
-              `python '${env.executable}' (from ${env.source}) has no numpy: run 'nereid tensorrt setup'`,
-              { cause: e },
-            );
-          }
-          throw err;
-        });
-        hosts.set(device, started);
-        return started;
-      };
+        ),
+      );
 
       return {
         async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
@@ -179,7 +156,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
             );
           }
           const profiles = instanceProfiles(spec.profiles, facts, `model '${name}': instance ${spec.name}`);
-          const host = await hostFor(spec.device, sig);
+          const host = await hosts.get(spec.device, sig);
           const inner = await ProcessInstance.create(
             host,
             {
@@ -210,9 +187,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
           return new ProfileCheckedInstance(inner, facts, profiles, batching, name);
         },
         async unload(): Promise<void> {
-          const all = await Promise.all([...hosts.values()].map((p) => p.catch(() => undefined)));
-          hosts.clear();
-          await Promise.all(all.map((h) => h?.close(30_000) ?? Promise.resolve()));
+          await hosts.close(30_000);
         },
       };
     },
