@@ -5,37 +5,21 @@
  *   node --conditions=nereid-source --import tsx test/hardening/abusive-clients.ts [scenario...]
  * The numbers in the hardening report come from here.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { connect as connectHttp2 } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { loadServices } from '../../src/protocol/grpc/proto.js';
-import { ELEM, writeModel } from '../fixtures/onnx-builder.js';
+import { writeFillModel } from '../fixtures/fill-model.js';
 import { EXAMPLES } from '../helpers/server.js';
 import { startServerProcess, type ServerProcess } from './server-process.js';
 
 async function fillRepo(): Promise<string> {
   const repo = await mkdtemp(join(tmpdir(), 'nereid-abuse-'));
-  const dir = join(repo, 'fill');
-  await mkdir(join(dir, '1'), { recursive: true });
-  await writeModel(join(dir, '1', 'model.onnx'), {
-    inputs: [{ name: 'SHAPE', elemType: ELEM.INT64, dims: [1] }],
-    outputs: [{ name: 'OUT', elemType: ELEM.FLOAT, dims: ['n'] }],
-    nodes: [
-      {
-        op: 'ConstantOfShape',
-        inputs: ['SHAPE'],
-        outputs: ['OUT'],
-        attributes: { value: { name: 'v', elemType: ELEM.FLOAT, dims: [1], data: new Float32Array([0.123456789]) } },
-      },
-    ],
-  });
-  await writeFile(
-    join(dir, 'config.pbtxt'),
-    'name: "fill"\nbackend: "onnxruntime"\nmax_batch_size: 0\ninput [{ name: "SHAPE" data_type: TYPE_INT64 dims: [1] }]\noutput [{ name: "OUT" data_type: TYPE_FP32 dims: [-1] }]\ninstance_group [{ count: 1 kind: KIND_CPU }]\n',
-  );
+  // A long JSON number per element: the JSON answer is as large as it gets per element.
+  await writeFillModel(repo, 0.123456789);
   return repo;
 }
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { connect as connectHttp2 } from 'node:http2';
 import { connect, type Socket } from 'node:net';
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { writeModel, ELEM } from '../fixtures/onnx-builder.js';
+import { writeFillModel } from '../fixtures/fill-model.js';
 import { callUnary, inferenceClient, simpleRaw } from '../helpers/grpc.js';
 import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
@@ -17,28 +17,6 @@ import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
  * data was checked, gRPC messages inflating to gigabytes, a stream whose client never reads, stalled and flooding
  * HTTP clients, deep JSON, keep-alive connections during a shutdown, and a listener leaked per reload.
  */
-
-/** A model whose output size the client chooses: OUT = zeros of shape SHAPE (ConstantOfShape). */
-async function writeFillModel(repo: string): Promise<void> {
-  const dir = join(repo, 'fill');
-  await mkdir(join(dir, '1'), { recursive: true });
-  await writeModel(join(dir, '1', 'model.onnx'), {
-    inputs: [{ name: 'SHAPE', elemType: ELEM.INT64, dims: [1] }],
-    outputs: [{ name: 'OUT', elemType: ELEM.FLOAT, dims: ['n'] }],
-    nodes: [
-      {
-        op: 'ConstantOfShape',
-        inputs: ['SHAPE'],
-        outputs: ['OUT'],
-        attributes: { value: { name: 'v', elemType: ELEM.FLOAT, dims: [1], data: new Float32Array([0.5]) } },
-      },
-    ],
-  });
-  await writeFile(
-    join(dir, 'config.pbtxt'),
-    'name: "fill"\nbackend: "onnxruntime"\nmax_batch_size: 0\ninput [{ name: "SHAPE" data_type: TYPE_INT64 dims: [1] }]\noutput [{ name: "OUT" data_type: TYPE_FP32 dims: [-1] }]\ninstance_group [{ count: 1 kind: KIND_CPU }]\n',
-  );
-}
 
 const fillRequest = (n: number, binary: boolean): string =>
   JSON.stringify({
