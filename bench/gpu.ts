@@ -74,7 +74,20 @@ interface GpuModel {
   parameters?: Record<string, string>;
   /** CUDA provider options (`gpu_execution_accelerator` "cuda"), e.g. enable_cuda_graph. */
   cuda?: Record<string, string>;
+  /** `optimization.cuda.graph_spec` as [batch_size, graph_lower_bound batch_size] pairs (captured at load). */
+  graphSpec?: ReadonlyArray<readonly [number, number]>;
 }
+
+/** Graphs for every power-of-two batch up to 64, each replayed padded by the batches down to the next smaller. */
+const POW2_GRAPHS: ReadonlyArray<readonly [number, number]> = [
+  [1, 1],
+  [2, 2],
+  [4, 3],
+  [8, 5],
+  [16, 9],
+  [32, 17],
+  [64, 33],
+];
 
 interface Row {
   what: string;
@@ -88,9 +101,10 @@ interface Row {
   avg_batch?: number;
   /**
    * Where a request's time went inside the server (the model's statistics over the point, µs per request): queue,
-   * compute input/infer/output; and per execution: the engine's Run time.
+   * compute input/infer/output. Triton counts a batch's compute time for each of its requests, so `infer` is the
+   * Run time of the batch a request ran in.
    */
-  split?: { queue: number; input: number; infer: number; output: number; inferPerExec: number };
+  split?: { queue: number; input: number; infer: number; output: number };
   errors?: number;
 }
 
@@ -152,6 +166,8 @@ function models(): GpuModel[] {
     { ...bert('fp16', 1), name: 'bert_fp16_t1', parameters: { intra_op_thread_count: '1' } },
     // CUDA graphs (captured per batch shape, replayed; host inputs copied into fixed device buffers).
     { ...bert('fp16', 1), name: 'bert_fp16_graph', cuda: { enable_cuda_graph: '1' } },
+    // The same, captured at load for power-of-two batches that the batches between replay padded (graph_spec).
+    { ...bert('fp16', 1), name: 'bert_fp16_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
     {
       name: 'text_encoder_graph',
       file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
@@ -163,6 +179,19 @@ function models(): GpuModel[] {
       queueDelayUs: 0,
       baseline: 'text_encoder',
       cuda: { enable_cuda_graph: '1' },
+    },
+    {
+      name: 'text_encoder_graph_pad',
+      file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
+      vocab: 1000,
+      hidden: 64,
+      datatype: 'FP32',
+      count: 1,
+      maxBatch: 64,
+      queueDelayUs: 0,
+      baseline: 'text_encoder',
+      cuda: { enable_cuda_graph: '1' },
+      graphSpec: POW2_GRAPHS,
     },
   ];
   return all.filter((m) => (!DRY || existsSync(m.file)) && (ONLY === undefined || ONLY.includes(m.name)));
@@ -184,10 +213,22 @@ function config(m: GpuModel): string {
       : [
           `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "cuda" ${Object.entries(m.cuda)
             .map(([k, v]) => `parameters { key: "${k}" value: "${v}" }`)
-            .join(' ')} } ] } }`,
+            .join(' ')} } ] }${graphSpec(m)} }`,
         ]),
     '',
   ].join('\n');
+}
+
+/** The model's graph_spec entries (all three inputs at the benchmark's sequence length), or nothing. */
+function graphSpec(m: GpuModel): string {
+  if (m.graphSpec === undefined) return '';
+  const inputs = ['input_ids', 'attention_mask', 'token_type_ids']
+    .map((n) => `input { key: "${n}" value { dim: [ ${SEQ} ] } }`)
+    .join(' ');
+  const specs = m.graphSpec.map(
+    ([b, lower]) => `{ batch_size: ${b} ${inputs} graph_lower_bound { batch_size: ${lower} ${inputs} } }`,
+  );
+  return ` cuda { graph_spec [ ${specs.join(', ')} ] }`;
 }
 
 /** One request of batch 1, the values bench/gpu/baselines.py uses. */
@@ -281,7 +322,7 @@ function add(row: Row): void {
   progress(
     `${row.what.padEnd(34)} ${row.model.padEnd(14)} ${where.padEnd(9)} ${row.seq_s.toFixed(0).padStart(7)} seq/s  p50 ${row.p50_us.toFixed(0)} µs  p99 ${row.p99_us.toFixed(0)} µs${row.avg_batch ? `  avg batch ${row.avg_batch.toFixed(1)}` : ''}${
       row.split
-        ? `  [µs/request: queue ${row.split.queue.toFixed(0)}, input ${row.split.input.toFixed(0)}, infer ${row.split.infer.toFixed(0)}, output ${row.split.output.toFixed(0)}; Run per execution ${row.split.inferPerExec.toFixed(0)}]`
+        ? `  [µs/request: queue ${row.split.queue.toFixed(0)}, input ${row.split.input.toFixed(0)}, infer ${row.split.infer.toFixed(0)}, output ${row.split.output.toFixed(0)}]`
         : ''
     }`,
   );
@@ -396,13 +437,11 @@ async function inferenceCounts(http: string, model: string): Promise<StatsSnapsh
 function split(a: StatsSnapshot, b: StatsSnapshot): NonNullable<Row['split']> {
   const n = Math.max(1, b.requests - a.requests);
   const us = (k: 'queueNs' | 'inputNs' | 'inferNs' | 'outputNs'): number => (b[k] - a[k]) / n / 1e3;
-  const avgBatch = (b.inferences - a.inferences) / Math.max(1, b.executions - a.executions);
   return {
     queue: us('queueNs'),
     input: us('inputNs'),
     infer: us('inferNs'),
     output: us('outputNs'),
-    inferPerExec: us('inferNs') * avgBatch,
   };
 }
 

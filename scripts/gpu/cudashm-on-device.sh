@@ -54,7 +54,7 @@ fi
 # `simple` as a KIND_GPU model on GPU 0 (reads and writes client CUDA memory in place) and as a KIND_CPU one (gets
 # host copies): the same requests, the same answers, two paths.
 rm -rf "$T/models"
-for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU simple_graph:KIND_GPU; do
+for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU simple_graph:KIND_GPU simple_graph_pad:KIND_GPU; do
   name=${m%%:*}; kind=${m#*:}
   mkdir -p "$T/models/$name/1"
   cp examples/model_repository/simple/1/model.onnx "$T/models/$name/1/"
@@ -64,6 +64,10 @@ for m in simple_gpu:KIND_GPU simple_cpu:KIND_CPU simple_graph:KIND_GPU; do
 done
 # simple_graph: the same on the GPU with CUDA graphs (checked by cuda_graph_check.py).
 echo 'optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "cuda" parameters { key: "enable_cuda_graph" value: "1" } } ] } }' >> "$T/models/simple_graph/config.pbtxt"
+# simple_graph_pad: graphs captured at load for batch 1, 2, 4, 8 (graph_spec); batches 3, 5-7 replay them padded.
+spec() { echo "{ batch_size: $1 input { key: \"INPUT0\" value { dim: [ 16 ] } } graph_lower_bound { batch_size: $2 } }"; }
+echo "optimization { execution_accelerators { gpu_execution_accelerator: [ { name: \"cuda\" parameters { key: \"enable_cuda_graph\" value: \"1\" } } ] }
+  cuda { graph_spec [ $(spec 1 1), $(spec 2 2), $(spec 4 3), $(spec 8 5) ] } }" >> "$T/models/simple_graph_pad/config.pbtxt"
 
 
 # The build goes where it was built (it reads ../../package.json), beside node_modules, in this copy of the checkout.
@@ -113,7 +117,7 @@ PY
     --backend-config=pytorch,python-executable="$(command -v python3)" --backend-config=python,python-executable="$(command -v python3)" \
     --http-port 18000 --grpc-port 18001 --metrics-port 18002 --log-verbose 1 > "$out/nereid.log" 2>&1 &
   pid=$!
-  for m in simple_gpu simple_torch simple_pydl; do
+  for m in simple_gpu simple_graph_pad simple_torch simple_pydl; do
     # Stop waiting when the server is gone (a failed start must not spend the device time on polling).
     for _ in $(seq 1 120); do
       curl -sf "localhost:18000/v2/models/$m/ready" > /dev/null && break
@@ -122,8 +126,11 @@ PY
     done
     echo "== ready $m: $(curl -s -o /dev/null -w '%{http_code}' "localhost:18000/v2/models/$m/ready")"
   done
-  timeout 60 python3 scripts/gpu/cuda_graph_check.py localhost:18000
-  echo "cuda graph check exit $?; onnxruntime log lines about graph capture/replay: $(grep -ciE 'cuda graph|captur' "$out/nereid.log")"
+  for m in simple_graph simple_graph_pad; do
+    timeout 60 python3 scripts/gpu/cuda_graph_check.py localhost:18000 "$m"
+    echo "cuda graph check ($m) exit $?"
+  done
+  echo "onnxruntime log lines about graph capture/replay: $(grep -ciE 'cuda graph|captur' "$out/nereid.log")"
   grep -iE 'cuda graph|captur' "$out/nereid.log" | head -5
   timeout 240 python3 scripts/gpu/cudashm_flow.py localhost:18000 localhost:18001 "$out/nereid.log"
   echo "flow exit $?"

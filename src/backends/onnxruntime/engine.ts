@@ -26,7 +26,9 @@ import { check, ortApi, type Out, type Ptr } from './capi/api.js';
 import { acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
 import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
-import { CudaGraphs } from './capi/cuda-graphs.js';
+import { CudaGraphs, type PaddedBatch } from './capi/cuda-graphs.js';
+import { planGraphs, warmUpGraphs, type GraphPlan } from './graph-warmup.js';
+import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
 import { OrtRunner } from './capi/run.js';
 import { createError, isStickyError } from './errors.js';
 import { autoCompleteOnnx, DEFAULT_MODEL_FILENAME, resolveModelFile } from './signature.js';
@@ -110,6 +112,8 @@ interface ModelState {
   overridable: readonly TensorSignature[];
   /** Runs block the calling thread (engine-thread transport only). */
   blockingRuns: boolean;
+  /** `optimization.cuda.graph_spec`: CUDA graphs captured at load (sessions with enable_cuda_graph). */
+  graphSpecs: readonly GraphSpec[];
 }
 
 /** One instance: one OrtSession and its runner. Threading: main thread; one execute at a time (host's rule). */
@@ -292,11 +296,15 @@ class CapiModel implements EngineModel {
     // A KIND_GPU instance (CUDA or TensorRT provider on its device) reads and writes client CUDA memory in place.
     let cuda: CudaTensors | undefined;
     let graphs: CudaGraphs | undefined;
+    let graphPlan: GraphPlan | undefined;
     try {
       const out: Out = [null];
       check(api.GetAllocatorWithDefaultOptions(out));
       if (spec.kind === 'KIND_GPU' && runsOnClientMemory(providers)) cuda = new CudaTensors(spec.device);
-      if (spec.kind === 'KIND_GPU' && usesCudaGraphs(s.plan)) graphs = cudaGraphsFor(spec, s.blockingRuns);
+      if (spec.kind === 'KIND_GPU' && usesCudaGraphs(s.plan)) {
+        graphPlan = planGraphs(s.graphSpecs, session.inputs, s.batching, `instance ${spec.name}`, s.logger);
+        graphs = cudaGraphsFor(spec, s.blockingRuns, graphPlan.padded);
+      }
       runner = new OrtRunner(session, {
         runConfig: s.plan.runConfig,
         logSeverity: s.logSeverity,
@@ -313,6 +321,17 @@ class CapiModel implements EngineModel {
       graphs?.release();
       await session.release();
       throw err;
+    }
+    if (graphPlan !== undefined) {
+      try {
+        const outputs = session.outputs.map((t) => t.name);
+        await warmUpGraphs(runner, graphPlan, outputs, `instance ${spec.name}`, s.logger);
+      } catch (err) {
+        runner.release();
+        cuda?.release();
+        await session.release();
+        throw err;
+      }
     }
     const instance = new CapiInstance(spec.name, s, session, runner, cuda);
     this.#instances.add(instance);
@@ -341,7 +360,7 @@ class CapiModel implements EngineModel {
  * The CUDA graph slots of a KIND_GPU instance whose session replays graphs. Only on the engine-thread transport
  * (the backend puts such models there): the copies into the graphs' buffers run on the instance's own thread.
  */
-function cudaGraphsFor(spec: InstanceSpec, blocking: boolean): CudaGraphs {
+function cudaGraphsFor(spec: InstanceSpec, blocking: boolean, padded: readonly PaddedBatch[]): CudaGraphs {
   if (!blocking) {
     throw new UnsupportedError(
       `instance ${spec.name}: enable_cuda_graph runs on the engine-thread transport (--backend-config=onnxruntime,transport=thread)`,
@@ -351,7 +370,7 @@ function cudaGraphsFor(spec: InstanceSpec, blocking: boolean): CudaGraphs {
   if ('reason' in cuda) {
     throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
   }
-  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device));
+  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device), padded);
 }
 
 /** Test hooks of a load, beside the contract's context. */
@@ -384,6 +403,12 @@ export function onnxruntimeCapiAdapter(
           `enable_cuda_graph with ${instances} instances: captures of one instance can fail while another copies or allocates on the device; one instance per GPU is the safe setting`,
         );
       }
+      const graphSpecs = parseGraphSpecs(ctx.config, `model '${ctx.name}'`);
+      if (graphSpecs.length > 0 && !usesCudaGraphs(plan)) {
+        logger.warn(
+          "optimization.cuda.graph_spec has no effect: the CUDA provider's enable_cuda_graph is not set (gpu_execution_accelerator cuda parameters)",
+        );
+      }
       const modelFile = await resolveModelFile(ctx.modelPath);
       const logSeverity = ortLogSeverity(ctx.logLevel);
       const lease = acquireEnv({ logSeverity, globalThreadPool: plan.globalThreadPool });
@@ -410,6 +435,7 @@ export function onnxruntimeCapiAdapter(
         optimizedModelPrefix: ctx.optimizedModelPrefix,
         overridable,
         blockingRuns: opts.blockingRuns === true,
+        graphSpecs,
       });
     },
   };

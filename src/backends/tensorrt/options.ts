@@ -1,6 +1,7 @@
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import type { BackendConfig } from '../contract.js';
+import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
 
 /**
  * The TensorRT backend's settings, resolved once per load and frozen:
@@ -26,12 +27,6 @@ export interface TensorRTBackendOptions {
   startTimeoutMs: number;
   shmDefaultByteSize: number;
   shmGrowthByteSize: number;
-}
-
-/** A `graph_spec` entry: the batch size and the (non-batch) input dims a CUDA graph is captured for. */
-export interface GraphSpec {
-  batchSize: number;
-  inputs: Record<string, number[]>;
 }
 
 export interface TensorRTModelOptions {
@@ -149,14 +144,6 @@ export function backendOptions(cfg: BackendConfig): TensorRTBackendOptions {
 
 const ALLOCATION: readonly string[] = ['STATIC', 'ON_PROFILE_CHANGE'];
 
-function dimsOf(where: string, v: unknown): number[] {
-  const dims = (v as { dim?: unknown } | undefined)?.dim;
-  if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && (d as number) > 0)) {
-    throw new InvalidArgError(`${where}: expected dim: [...] of positive integers`);
-  }
-  return dims as number[];
-}
-
 export function modelOptions(config: ModelConfig): TensorRTModelOptions {
   const name = config.name ?? '';
   const where = `model '${name}'`;
@@ -172,34 +159,15 @@ export function modelOptions(config: ModelConfig): TensorRTModelOptions {
     allocation = rawStrategy as AllocationStrategy;
   }
   const opt = config.optimization ?? {};
-  const cuda = (opt.cuda ?? {}) as {
-    graphs?: boolean;
-    busy_wait_events?: boolean;
-    output_copy_stream?: boolean;
-    graph_spec?: { batch_size?: number; input?: Record<string, unknown>; graph_lower_bound?: unknown }[];
-  };
-  const graphSpecs: GraphSpec[] = [];
-  for (const [i, s] of (cuda.graph_spec ?? []).entries()) {
-    const w = `${where}: optimization.cuda.graph_spec[${i}]`;
-    if (s.graph_lower_bound !== undefined) {
+  const cuda = (opt.cuda ?? {}) as { graphs?: boolean; busy_wait_events?: boolean; output_copy_stream?: boolean };
+  const graphSpecs = parseGraphSpecs(config, where);
+  graphSpecs.forEach((s, i) => {
+    if (s.lowerBound !== undefined) {
       throw new UnsupportedError(
-        `${w}: graph_lower_bound is not supported by Nereid's TensorRT backend yet (a graph is replayed for its exact shapes only); remove it`,
+        `${where}: optimization.cuda.graph_spec[${i}]: graph_lower_bound is not supported by Nereid's TensorRT backend yet (a graph is replayed for its exact shapes only); remove it`,
       );
     }
-    const batchSize = s.batch_size ?? 0;
-    if (!Number.isSafeInteger(batchSize) || batchSize < 0) throw new InvalidArgError(`${w}: batch_size must be >= 0`);
-    if ((config.max_batch_size ?? 0) > 0 && (batchSize < 1 || batchSize > (config.max_batch_size ?? 0))) {
-      throw new InvalidArgError(
-        `${w}: batch_size ${batchSize} must be between 1 and max_batch_size ${config.max_batch_size}`,
-      );
-    }
-    const inputs: Record<string, number[]> = {};
-    for (const [k, v] of Object.entries(s.input ?? {})) inputs[k] = dimsOf(`${w}.input['${k}']`, v);
-    const declared = new Set((config.input ?? []).map((t) => t.name));
-    const unknown = Object.keys(inputs).filter((k) => declared.size > 0 && !declared.has(k));
-    if (unknown.length > 0) throw new InvalidArgError(`${w}: input '${unknown[0]}' is not an input of the model`);
-    graphSpecs.push({ batchSize, inputs });
-  }
+  });
   if (graphSpecs.length > 0 && cuda.graphs !== true) {
     notes.push('optimization.cuda.graph_spec is set but graphs is false: no CUDA graph is captured');
   }

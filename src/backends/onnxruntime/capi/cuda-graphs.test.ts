@@ -98,4 +98,54 @@ describe('CUDA graph slots', () => {
     assert.equal(cuda.openCount, 0, 'the first buffer was freed');
     g.release();
   });
+  it('padding: a batch within a spec replays its batch-size slot, rows copied in and out, other shapes do not', () => {
+    const cuda = new FakeCudaRuntime();
+    const dims = new Map([
+      ['A', [3]],
+      ['B', [2]],
+    ]);
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0), [
+      { batchSize: 8, lowerBound: 5, dims },
+      { batchSize: 4, lowerBound: 3, dims },
+    ]);
+    const batch = (n: number, fill: number, order: 'AB' | 'BA' = 'AB'): Tensor[] => {
+      const a = t('A', [n, 3], fill);
+      const b = t('B', [n, 2], fill + 1);
+      return order === 'AB' ? [a, b] : [b, a];
+    };
+    assert.equal(g.padded(batch(6, 1), ['Y', 'Z']), undefined, 'nothing before the spec slot is made');
+    // What warmUpGraphs makes: the spec's shapes in the session's input order, every output.
+    g.create(CudaGraphs.key(batch(8, 0), ['Y', 'Z']), batch(8, 0), [t('Y', [8, 4], 0), t('Z', [8, 1], 0)]);
+    for (const rows of [5, 6, 7, 8]) assert.equal(g.padded(batch(rows, 1, 'BA'), ['Y', 'Z'])?.rows, rows);
+    assert.equal(g.padded(batch(4, 1), ['Y', 'Z']), undefined, 'the batch-4 spec has no slot yet');
+    assert.equal(g.padded(batch(9, 1), ['Y', 'Z']), undefined, 'above every spec');
+    assert.equal(g.padded([t('A', [6, 4], 1), t('B', [6, 2], 1)], ['Y', 'Z']), undefined, 'other non-batch dims');
+    assert.equal(g.padded([t('A', [6, 3], 1)], ['Y', 'Z']), undefined, 'an input missing');
+    const { slot, rows } = g.padded(batch(6, 2, 'BA'), ['Y', 'Z'])!;
+    g.upload(slot, batch(6, 2, 'BA'), rows);
+    const a = cuda.deviceView(slot.inputs[0]!.address, 8 * 3 * 4);
+    const af = new Float32Array(a.buffer, a.byteOffset, 24);
+    assert.deepEqual([...af.subarray(0, 18)], new Array(18).fill(2), 'six rows of A landed, by name');
+    assert.deepEqual([...af.subarray(18)], new Array(6).fill(0), 'the padding rows kept what was there');
+    const y = cuda.deviceView(slot.outputs[0]!.address, 8 * 4 * 4);
+    new Float32Array(y.buffer, y.byteOffset, 32).forEach((_, i, arr) => (arr[i] = i));
+    const [out] = g.download(slot, rows, ['Y']);
+    assert.deepEqual(out!.shape, [6, 4], 'only the batch rows come back');
+    assert.deepEqual([...(out!.data as Float32Array)], [...new Array(24).keys()]);
+    assert.equal(g.download(slot, rows, ['Z', 'Y'])[0]!.name, 'Z', 'the requested outputs, in their order');
+    assert.throws(() => g.upload(slot, batch(9, 1), 9), /does not match its buffer/, 'more rows than the slot');
+    assert.throws(() => g.download(slot, rows, ['W']), /has no output 'W'/);
+    g.release();
+    assert.equal(cuda.openCount, 0);
+  });
+
+  it('padding: a slot whose outputs lack the batch dimension is never padded', () => {
+    const cuda = new FakeCudaRuntime();
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0), [
+      { batchSize: 4, lowerBound: 1, dims: new Map([['A', [3]]]) },
+    ]);
+    g.create(CudaGraphs.key([t('A', [4, 3], 0)], ['Y']), [t('A', [4, 3], 0)], [t('Y', [3], 0)]);
+    assert.equal(g.padded([t('A', [2, 3], 0)], ['Y']), undefined);
+    g.release();
+  });
 });

@@ -4,6 +4,8 @@ import type { Tensor } from '../../../core/tensor.js';
 import type { CudaRuntime } from '../../../native/cudart.js';
 import { ortApi, type Ptr } from './api.js';
 import type { CudaTensors } from './device-tensors.js';
+import { OutputShapes } from './output-shapes.js';
+import { overwrittenArray } from './tensors.js';
 
 /**
  * CUDA graphs for a KIND_GPU session with the CUDA provider's `enable_cuda_graph`: onnxruntime captures a run's
@@ -12,6 +14,13 @@ import type { CudaTensors } from './device-tensors.js';
  * (`gpu_graph_id`, onnxruntime's run config for several graphs per session): a run copies the request's host
  * inputs into the slot's input buffers, runs on the slot's OrtValues, and copies the outputs out once into
  * JavaScript memory. The first run of a shape runs without a graph (`gpu_graph_id` -1) to learn its output shapes.
+ *
+ * Padding (Triton's `graph_spec` with `graph_lower_bound`, batching models): a batch of b rows within a spec's
+ * [lower bound, batch size] whose other dims are the spec's replays the slot of the spec's batch size B (all
+ * outputs) — its b rows copied into the first b rows of the slot's inputs, the first b rows of the requested outputs
+ * copied out. Rows b..B hold whatever an earlier batch left there; the dynamic batcher's own rule (rows of a batch
+ * are independent) is what makes that safe, and their outputs are never read. Such slots are made at load by
+ * `warmUpBatches` (engine.ts), so a padded batch never pays a learning run or a capture.
  *
  * Threading: the engine-thread transport only (the instance's own thread calls Run and the copies): CUDA's current
  * device is per thread, and the copies must run on the thread that set it (src/native/cudart.ts).
@@ -37,6 +46,13 @@ export interface GraphSlot {
   outputs: Buffer[];
 }
 
+/** A graph_spec a batch may be padded up to: its batch size, lower bound and the non-batch dims of every input. */
+export interface PaddedBatch {
+  batchSize: number;
+  lowerBound: number;
+  dims: ReadonlyMap<string, readonly number[]>;
+}
+
 export class CudaGraphs {
   readonly #cuda: CudaRuntime;
   readonly #device: number;
@@ -44,10 +60,46 @@ export class CudaGraphs {
   readonly #slots = new Map<string, GraphSlot | null>();
   #released = false;
 
-  constructor(cuda: CudaRuntime, device: number, tensors: CudaTensors) {
+  readonly #padded: readonly PaddedBatch[];
+
+  constructor(cuda: CudaRuntime, device: number, tensors: CudaTensors, padded: readonly PaddedBatch[] = []) {
     this.#cuda = cuda;
     this.#device = device;
     this.#tensors = tensors;
+    this.#padded = [...padded].sort((a, b) => a.batchSize - b.batchSize);
+  }
+
+  /** The slot key of a run: its input shapes (names in request order) and the outputs it asks for. */
+  static key(
+    inputs: ReadonlyArray<{ name: string; shape: readonly number[] }>,
+    outputNames: readonly string[],
+  ): string {
+    return `${OutputShapes.key(inputs)}|${outputNames.join(',')}`;
+  }
+
+  /**
+   * The made slot of the smallest graph_spec covering a batch of these inputs (`allOutputs`: every output of the
+   * session, which such slots are made with), and the batch's rows; undefined when none covers it.
+   */
+  padded(inputs: readonly Tensor[], allOutputs: readonly string[]): { slot: GraphSlot; rows: number } | undefined {
+    const rows = inputs[0]?.shape[0];
+    if (rows === undefined) return undefined;
+    for (const p of this.#padded) {
+      if (rows < p.lowerBound || rows > p.batchSize) continue;
+      const fits =
+        inputs.length === p.dims.size &&
+        inputs.every((t) => {
+          const dims = p.dims.get(t.name);
+          return dims !== undefined && t.shape[0] === rows && sameDims(t.shape.slice(1), dims);
+        });
+      if (!fits) continue;
+      // The slot was made (warmUpGraphs) with the inputs in the order of `dims`, whatever the request's order.
+      const shapes = [...p.dims].map(([name, dims]) => ({ name, shape: [p.batchSize, ...dims] }));
+      const slot = this.#slots.get(CudaGraphs.key(shapes, allOutputs));
+      // Rows are sliced along dim 0 of every output: a model whose outputs lack the batch dim is not padded.
+      if (slot && slot.outputs.every((b) => b.shape[0] === p.batchSize)) return { slot, rows };
+    }
+    return undefined;
   }
 
   /** The slot of a key; undefined before its first (learning) run, null when it runs without a graph. */
@@ -86,32 +138,41 @@ export class CudaGraphs {
     }
   }
 
-  /** Copies the request's host inputs into the slot's device buffers and waits until they landed. */
   /** The slot's OrtValues: inputs in the order the slot was made with, outputs likewise. */
   values(slot: GraphSlot): { inputs: Ptr[]; outputs: Ptr[] } {
     return { inputs: slot.inputs.map((b) => b.value!), outputs: slot.outputs.map((b) => b.value!) };
   }
 
-  upload(slot: GraphSlot, inputs: readonly Tensor[]): void {
-    inputs.forEach((t, i) => {
-      const b = slot.inputs[i]!;
+  /**
+   * Copies the request's host inputs into the slot's device buffers (the first `rows` rows of a padded slot) and
+   * waits until they landed.
+   */
+  upload(slot: GraphSlot, inputs: readonly Tensor[], rows?: number): void {
+    inputs.forEach((t) => {
+      const b = slot.inputs.find((x) => x.name === t.name);
       const data = t.data as ArrayBufferView;
-      if (b.name !== t.name || data.byteLength !== b.bytes) {
+      const bytes = b === undefined ? -1 : rowBytes(b, rows);
+      if (b === undefined || data.byteLength !== bytes || inputs.length !== slot.inputs.length) {
         throw new InternalError(`CUDA graph slot ${slot.id}: input '${t.name}' does not match its buffer`);
       }
-      this.#cuda.copyToDevice(this.#device, b.address, new Uint8Array(data.buffer, data.byteOffset, b.bytes));
+      this.#cuda.copyToDevice(this.#device, b.address, new Uint8Array(data.buffer, data.byteOffset, bytes));
     });
     this.#cuda.synchronize(this.#device);
   }
 
-  /** The slot's outputs copied once into fresh JavaScript memory (onnxruntime synchronized its stream in Run). */
-  download(slot: GraphSlot): Tensor[] {
-    return slot.outputs.map((b) => {
-      const Ctor = DATATYPES[b.datatype].array!;
-      const count = b.shape.reduce((a, c) => a * c, 1);
-      const data = new Ctor(count);
-      this.#cuda.copyToHost(this.#device, new Uint8Array(data.buffer, 0, b.bytes), b.address);
-      return { name: b.name, datatype: b.datatype, shape: [...b.shape], data };
+  /**
+   * The slot's outputs (those named, in that order; all by default) copied once into fresh JavaScript memory, the
+   * first `rows` rows of a padded slot (onnxruntime synchronized its stream in Run).
+   */
+  download(slot: GraphSlot, rows?: number, names?: readonly string[]): Tensor[] {
+    const outputs = names === undefined ? slot.outputs : names.map((n) => slot.outputs.find((b) => b.name === n));
+    return outputs.map((b, i) => {
+      if (b === undefined) throw new InternalError(`CUDA graph slot ${slot.id} has no output '${names![i]}'`);
+      const bytes = rowBytes(b, rows);
+      const data = overwrittenArray(b.datatype, bytes / DATATYPES[b.datatype].byteSize);
+      this.#cuda.copyToHost(this.#device, new Uint8Array(data.buffer, 0, bytes), b.address);
+      const shape = rows === undefined ? [...b.shape] : [rows, ...b.shape.slice(1)];
+      return { name: b.name, datatype: b.datatype, shape, data };
     });
   }
 
@@ -130,4 +191,16 @@ export class CudaGraphs {
       this.#cuda.free(this.#device, b.address);
     }
   }
+}
+
+/** Bytes of a buffer's first `rows` rows (all of it when rows is undefined); -1 when it has no such rows. */
+function rowBytes(b: Buffer, rows: number | undefined): number {
+  if (rows === undefined) return b.bytes;
+  const total = b.shape[0] ?? 0;
+  if (b.shape.length === 0 || rows > total || rows < 1) return -1;
+  return (b.bytes / total) * rows;
+}
+
+function sameDims(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
 }

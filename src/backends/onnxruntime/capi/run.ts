@@ -8,7 +8,7 @@ import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
 import type { CudaTensors } from './device-tensors.js';
-import type { CudaGraphs } from './cuda-graphs.js';
+import { CudaGraphs, type GraphSlot } from './cuda-graphs.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -66,6 +66,9 @@ export class OrtRunner {
   readonly #inputs: ReadonlyMap<string, SessionTensor>;
   readonly #ownNames: SessionTensor[];
   readonly #outputs: ReadonlyMap<string, SessionTensor>;
+  /** Every output of the session, in its order: what a padded CUDA graph slot is made with. */
+  readonly #allOutputNames: readonly string[];
+  readonly #allOutputPtrs: Ptr[];
   readonly #shapes = new OutputShapes();
   #terminated = false;
   #running = false;
@@ -85,6 +88,8 @@ export class OrtRunner {
     });
     this.#inputs = new Map([...session.inputs, ...this.#ownNames].map((t) => [t.name, t]));
     this.#outputs = new Map(session.outputs.map((t) => [t.name, t]));
+    this.#allOutputNames = session.outputs.map((t) => t.name);
+    this.#allOutputPtrs = session.outputs.map((t) => t.namePtr);
     const out: Out = [null];
     check(api.CreateRunOptions(out));
     this.#runOptions = out[0] as Ptr;
@@ -162,15 +167,7 @@ export class OrtRunner {
       const guess = known !== undefined && outputNames.every((n) => known.has(n)) ? known : undefined;
       const graphs = this.#opts.graphs;
       if (graphs !== undefined && deviceOutputs === undefined && inputs.every((t) => t.device === undefined)) {
-        outputs = await this.#graphRun(
-          graphs,
-          `${key}|${outputNames.join(',')}`,
-          inputs,
-          inNames,
-          values,
-          outNames,
-          outputNames,
-        );
+        outputs = await this.#graphRun(graphs, inputs, inNames, values, outNames, outputNames);
       } else if (guess !== undefined) {
         try {
           outputs = await this.#runInto(inNames, values, outNames, outputNames, guess, deviceOutputs);
@@ -203,18 +200,24 @@ export class OrtRunner {
   }
 
   /**
-   * A run through the session's CUDA graph slot for this key (cuda-graphs.ts): the first run of a key runs without
-   * a graph to learn its output shapes and makes the slot; later ones copy in, replay, copy out.
+   * A run through a CUDA graph slot (cuda-graphs.ts): the padded slot of a graph_spec covering the batch, else the
+   * slot of its exact shapes — whose first run runs without a graph to learn its output shapes and makes the slot;
+   * later ones copy in, replay, copy out.
    */
   async #graphRun(
     graphs: CudaGraphs,
-    key: string,
     inputs: readonly Tensor[],
     inNames: Ptr[],
     values: InputValue[],
     outNames: Ptr[],
     outputNames: readonly string[],
   ): Promise<Tensor[]> {
+    const padded = graphs.padded(inputs, this.#allOutputNames);
+    if (padded !== undefined) {
+      const { slot, rows } = padded;
+      return this.#replay(graphs, slot, inputs, this.#allOutputPtrs, rows, outputNames);
+    }
+    const key = CudaGraphs.key(inputs, outputNames);
     const slot = graphs.slot(key);
     if (slot === undefined || slot === null) {
       this.#graphId(-1);
@@ -222,16 +225,29 @@ export class OrtRunner {
       if (slot === undefined) graphs.create(key, inputs, outputs);
       return outputs;
     }
-    graphs.upload(slot, inputs);
+    return this.#replay(graphs, slot, inputs, outNames, undefined, undefined);
+  }
+
+  /** Copies the inputs into the slot, replays its graph, copies the (named) outputs' first `rows` rows out. */
+  async #replay(
+    graphs: CudaGraphs,
+    slot: GraphSlot,
+    inputs: readonly Tensor[],
+    outNames: Ptr[],
+    rows: number | undefined,
+    names: readonly string[] | undefined,
+  ): Promise<Tensor[]> {
+    graphs.upload(slot, inputs, rows);
     this.#graphId(slot.id);
     const v = graphs.values(slot);
     await this.#call(
-      inNames,
+      // The slot's values are in the order it was made with (a padded slot's may differ from the request's).
+      slot.inputs.map((b) => this.#inputs.get(b.name)!.namePtr),
       v.inputs.map((value) => ({ value, borrowed: slot })),
       outNames,
       v.outputs,
     );
-    return graphs.download(slot);
+    return graphs.download(slot, rows, names);
   }
 
   #graphIdSet: number | undefined;

@@ -150,7 +150,7 @@ export function createOutput(
   const Ctor = info.array;
   if (Ctor === undefined) throw new InternalError(`output '${name}': ${datatype} cannot be preallocated`);
   const bytes = count * info.byteSize;
-  const data = bytes === 0 ? new Ctor(0) : new Ctor(Buffer.allocUnsafeSlow(bytes).buffer, 0, count);
+  const data = overwrittenArray(datatype, count);
   check(
     api.CreateTensorWithDataAsOrtValue(
       memoryInfo,
@@ -212,6 +212,19 @@ export function typeAndShape(value: Ptr): { elementType: number; shape: number[]
   }
 }
 
+/**
+ * A typed array for `count` elements that the caller overwrites entirely (an output onnxruntime or a device copy
+ * fills): uninitialized memory of its own ArrayBuffer (transferable: never Buffer's pool). A zeroed array would
+ * cost as much again as the copy that fills it (5.7 MB: 1.2 ms zeroed and filled vs 0.5–0.7 ms, measured here).
+ */
+export function overwrittenArray(datatype: DataType, count: number): FixedTypedArray {
+  const info = DATATYPES[datatype];
+  const Ctor = info.array;
+  if (Ctor === undefined) throw new InternalError(`${datatype} has no fixed-size array`);
+  const bytes = count * info.byteSize;
+  return bytes === 0 ? new Ctor(0) : new Ctor(Buffer.allocUnsafeSlow(bytes).buffer, 0, count);
+}
+
 /** Copies an output OrtValue into a JavaScript-owned Tensor (one copy). The caller releases the OrtValue. */
 export function readOutput(name: string, value: Ptr): Tensor {
   const api = ortApi();
@@ -224,8 +237,7 @@ export function readOutput(name: string, value: Ptr): Tensor {
   }
   const count = shape.reduce((a, b) => a * b, 1);
   if (datatype === 'BYTES') return { name, datatype, shape, data: readStrings(value, count) };
-  const Ctor = DATATYPES[datatype].array!;
-  const data = new Ctor(count);
+  const data = overwrittenArray(datatype, count);
   if (count > 0) {
     const out: Out = [null];
     check(api.GetTensorMutableData(value, out));

@@ -1,0 +1,105 @@
+import type { GraphSpec } from '../../config/graph-spec.js';
+import { DATATYPES } from '../../core/datatypes.js';
+import { UnavailableError, UnsupportedError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { Tensor } from '../../core/tensor.js';
+import type { TensorSignature } from '../contract.js';
+import type { PaddedBatch } from './capi/cuda-graphs.js';
+import type { OrtRunner } from './capi/run.js';
+
+/**
+ * CUDA graphs captured at load for Triton's `optimization.cuda.graph_spec` (onnxruntime with the CUDA provider's
+ * `enable_cuda_graph`): each spec's shapes run at load with zero inputs until onnxruntime has captured them, so no
+ * request pays a learning run or a capture, and batches within a spec's `graph_lower_bound` replay that graph
+ * padded (cuda-graphs.ts). Only the batch dimension is padded: a lower bound with other input dims than its spec's
+ * is refused (padding a sequence length changes a model's answers unless it masks it).
+ */
+
+/** The graph runs of one spec at load: the learning run, onnxruntime's capture, one replay that checks it. */
+const WARM_RUNS = 3;
+
+export interface GraphPlan {
+  padded: PaddedBatch[];
+  /** Per spec: zero inputs of its shapes, in the session's input order. */
+  warm: Array<{ batchSize: number; inputs: Tensor[] }>;
+}
+
+/**
+ * What each spec captures, from the session's inputs: the spec's dims for an input, else the model's own when
+ * fixed. A spec that leaves a variable dim open is skipped with a warning (nothing to capture it for).
+ */
+export function planGraphs(
+  specs: readonly GraphSpec[],
+  inputs: readonly TensorSignature[],
+  batching: boolean,
+  where: string,
+  logger: Logger,
+): GraphPlan {
+  const plan: GraphPlan = { padded: [], warm: [] };
+  specs.forEach((spec, i) => {
+    const w = `${where}: optimization.cuda.graph_spec[${i}]`;
+    const dims = new Map<string, number[]>();
+    for (const t of inputs) {
+      const d = spec.inputs[t.name] ?? (batching ? t.dims.slice(1) : [...t.dims]);
+      if (d.some((x) => x < 0) || DATATYPES[t.datatype].array === undefined) {
+        logger.warn(
+          `${w} is not captured: input '${t.name}' ${DATATYPES[t.datatype].array === undefined ? `is ${t.datatype}, which runs without a graph` : `has variable dims [${t.dims.join(',')}]; give them in graph_spec.input`}`,
+        );
+        return;
+      }
+      dims.set(t.name, d);
+    }
+    const lower = spec.lowerBound;
+    if (lower !== undefined) {
+      for (const [name, d] of Object.entries(lower.inputs)) {
+        const own = dims.get(name);
+        if (own === undefined || own.length !== d.length || own.some((x, k) => x !== d[k])) {
+          throw new UnsupportedError(
+            `${w}.graph_lower_bound: input '${name}' has other dims than the spec; Nereid pads only the batch dimension (give the spec's dims, or one spec per shape)`,
+          );
+        }
+      }
+    }
+    const shape = (name: string): number[] => (batching ? [spec.batchSize, ...dims.get(name)!] : dims.get(name)!);
+    plan.warm.push({
+      batchSize: spec.batchSize,
+      inputs: inputs.map((t) => {
+        const s = shape(t.name);
+        const Ctor = DATATYPES[t.datatype].array!;
+        return { name: t.name, datatype: t.datatype, shape: s, data: new Ctor(s.reduce((a, b) => a * b, 1)) };
+      }),
+    });
+    if (batching) plan.padded.push({ batchSize: spec.batchSize, lowerBound: lower?.batchSize ?? spec.batchSize, dims });
+  });
+  return plan;
+}
+
+/** Runs each spec's zero inputs until its graph is captured; a failure names the spec (the instance does not load). */
+export async function warmUpGraphs(
+  runner: OrtRunner,
+  plan: GraphPlan,
+  outputNames: readonly string[],
+  where: string,
+  logger: Logger,
+): Promise<void> {
+  if (plan.warm.length === 0) return;
+  const t0 = process.hrtime.bigint();
+  for (const w of plan.warm) {
+    try {
+      for (let i = 0; i < WARM_RUNS; i++) await runner.run(w.inputs, outputNames);
+    } catch (err) {
+      throw new UnavailableError(
+        `${where}: capturing the CUDA graph of graph_spec batch_size ${w.batchSize} failed: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+  logger.info(
+    {
+      batchSizes: plan.warm.map((w) => w.batchSize),
+      padded: plan.padded.map((p) => `${p.lowerBound}-${p.batchSize}`),
+      ms: Math.round(Number(process.hrtime.bigint() - t0) / 1e6),
+    },
+    `${where}: CUDA graphs captured at load for ${plan.warm.length} graph_spec(s)`,
+  );
+}
