@@ -82,7 +82,8 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT
 instance_group [ { kind: KIND_GPU, count: 1, gpus: [ 0 ] } ]'
 mkdir -p "$T/models/simple_torch/1" "$T/models/simple_pydl/1"
 printf 'name: "simple_torch"\nplatform: "pytorch_libtorch"\nmax_batch_size: 8\n%s\n' "$io" > "$T/models/simple_torch/config.pbtxt"
-python3 - "$T/models/simple_torch/1/model.pt" <<'PY' > "$out/torch-export.log" 2>&1 || { echo "[cudashm] simple_torch export failed:"; tail -5 "$out/torch-export.log"; }
+# From a file: TorchScript compiles forward() from its source, which a script read from stdin does not have.
+cat > "$T/export_addsub.py" <<'PY'
 import sys, warnings
 import torch
 class AddSub(torch.nn.Module):
@@ -91,6 +92,8 @@ class AddSub(torch.nn.Module):
 warnings.simplefilter("ignore")
 torch.jit.script(AddSub()).save(sys.argv[1])
 PY
+python3 "$T/export_addsub.py" "$T/models/simple_torch/1/model.pt" > "$out/torch-export.log" 2>&1 ||
+  { echo "[cudashm] simple_torch export failed:"; tail -5 "$out/torch-export.log"; }
 printf 'name: "simple_pydl"\nbackend: "python"\nmax_batch_size: 8\n%s\nparameters [ { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } } ]\n' "$io" > "$T/models/simple_pydl/config.pbtxt"
 cat > "$T/models/simple_pydl/1/model.py" <<'PY'
 import triton_python_backend_utils as pb_utils

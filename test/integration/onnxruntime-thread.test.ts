@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startNereid, type TestServer } from '../helpers/server.js';
+import { createLogger } from '../../src/core/logger.js';
+import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
 /**
  * `--backend-config=onnxruntime,transport=thread`: each onnxruntime instance in a worker thread of its own that
@@ -130,6 +133,38 @@ describe('onnxruntime transport option', () => {
         ((await res.json()) as { error: string }).error,
         /onnxruntime,transport must be 'inprocess' or 'thread', got 'carrier-pigeon'/,
       );
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('onnxruntime engine threads log through the server', () => {
+  it("an engine thread's warning reaches the server log, naming the model and instance", async () => {
+    // simple with a graph_spec but no enable_cuda_graph: the engine warns at load, in its own thread.
+    const repo = mkdtempSync(join(tmpdir(), 'nereid-thread-log-'));
+    cpSync(join(EXAMPLES, 'simple'), join(repo, 'simple_spec'), { recursive: true });
+    const cfg = join(repo, 'simple_spec', 'config.pbtxt');
+    writeFileSync(
+      cfg,
+      readFileSync(cfg, 'utf8').replace('name: "simple"', 'name: "simple_spec"') +
+        '\noptimization { cuda { graph_spec { batch_size: 4 } } }\ninstance_group [ { kind: KIND_CPU count: 1 } ]\n',
+    );
+    const logs: string[] = [];
+    const s = await startNereid({
+      repositories: [repo],
+      logger: createLogger({ write: (l) => void logs.push(l) }),
+      backendConfig: new Map([['onnxruntime', { transport: 'thread' }]]),
+    });
+    try {
+      const r = await fetch(`${s.url}/v2/models/simple_spec/ready`);
+      assert.equal(r.status, 200);
+      const warned = logs
+        .map((l) => JSON.parse(l) as { level: number; msg: string; model?: string; instance?: string })
+        .filter((l) => /graph_spec has no effect/.test(l.msg));
+      assert.equal(warned.length, 1, logs.join('\n'));
+      assert.equal(warned[0]!.level, 40, 'a warning');
+      assert.deepEqual([warned[0]!.model, warned[0]!.instance], ['simple_spec', 'simple_spec_0']);
     } finally {
       await s.close();
     }

@@ -1,7 +1,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { EngineAdapter, EngineInstance, EngineModel, EngineResponse, Responder } from '../../contract.js';
 import { EngineFault } from '../fault.js';
-import type { FromEngine, ToEngine, WireResponse, WorkerData } from './protocol.js';
+import type { Logger } from '../../../core/logger.js';
+import type { FromEngine, LogLevel, ToEngine, WireResponse, WorkerData } from './protocol.js';
 import { copyTensors, packResponses, toWireError, unpackBatch } from './wire.js';
 
 /**
@@ -44,6 +45,36 @@ function postResponses(
     const copied = copyTensors(tensors);
     post(make(build(copied.tensors)), copied.transfer);
   }
+}
+
+const LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error'];
+
+/**
+ * The engine's logger in this thread: each record enabled at the host's level (`logLevel`) goes to the host as a
+ * 'log' message, which writes it with the server's logger (this thread has none of its own).
+ */
+function threadLogger(level: string, bindings: Record<string, unknown> = {}): Logger {
+  const min = LEVELS.indexOf(level as LogLevel);
+  const at =
+    (l: LogLevel) =>
+    (obj: object | string, msg?: string): void => {
+      if (min < 0 || LEVELS.indexOf(l) < min) return;
+      const [o, m] = typeof obj === 'string' ? [{}, obj] : [obj, msg ?? ''];
+      try {
+        post({ type: 'log', level: l, obj: { ...bindings, ...o }, msg: m });
+      } catch {
+        // The port closed (the model unloaded): nobody is left to read the line.
+      }
+    };
+  return {
+    level,
+    error: at('error'),
+    warn: at('warn'),
+    info: at('info'),
+    debug: at('debug'),
+    trace: at('trace'),
+    child: (more) => threadLogger(level, { ...bindings, ...more }),
+  };
 }
 
 async function serve(adapter: EngineAdapter, model: EngineModel): Promise<void> {
@@ -149,7 +180,8 @@ async function main(): Promise<void> {
   }
   let model: EngineModel;
   try {
-    model = await adapter.load(data.ctx, new AbortController().signal);
+    const ctx = { ...data.ctx, logger: threadLogger(data.ctx.logLevel) };
+    model = await adapter.load(ctx, new AbortController().signal);
   } catch (err) {
     post({ type: 'load-error', error: toWireError(err) });
     port!.close();

@@ -1,6 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import type { ModelConfig } from '../../../config/model-config.js';
 import { CancelWatch } from '../../../core/cancel-watch.js';
+import { noopLogger, type Logger } from '../../../core/logger.js';
 import { CancelledError, InternalError, UnavailableError } from '../../../core/errors.js';
 import type {
   AutoCompleteContext,
@@ -46,10 +47,10 @@ export function workerBackend(descriptor: BackendDescriptor, adapterUrl: string)
       for (const w of msg.result.warnings) logger.warn({ model: plain.modelName }, w);
       return msg.result.config;
     },
-    async load(ctx: EngineLoadContext & { logger?: unknown }): Promise<ModelHandle> {
-      const { logger: _logger, ...plain } = ctx;
+    async load(ctx: EngineLoadContext & { logger?: Logger }): Promise<ModelHandle> {
+      const { logger, ...plain } = ctx;
       return {
-        createInstance: (spec, signal) => startInstance(adapterUrl, plain, spec, signal),
+        createInstance: (spec, signal) => startInstance(adapterUrl, plain, spec, logger ?? noopLogger, signal),
         // Each instance's thread loaded and unloads the model itself.
         unload: async () => {},
       };
@@ -66,7 +67,11 @@ function firstReply(worker: Worker, signal: AbortSignal | undefined, what: strin
       worker.off('exit', onExit);
       signal?.removeEventListener('abort', onAbort);
     };
-    const onMessage = (m: FromEngine): void => (done(), resolve(m));
+    const onMessage = (m: FromEngine): void => {
+      if (m.type === 'log') return; // written by the thread's log listener (startInstance)
+      done();
+      resolve(m);
+    };
     const onError = (err: Error): void => (
       done(),
       reject(new InternalError(`engine thread failed during ${what}: ${err.message}`, { cause: err }))
@@ -92,10 +97,14 @@ async function startInstance(
   adapterUrl: string,
   ctx: EngineLoadContext,
   spec: InstanceSpec,
+  logger: Logger,
   signal?: AbortSignal,
 ): Promise<Instance> {
   if (signal?.aborted) throw new CancelledError('instance creation was cancelled');
   const worker = spawnEngineThread({ mode: 'model', adapterUrl, ctx });
+  worker.on('message', (m: FromEngine) => {
+    if (m.type === 'log') logger[m.level]({ ...m.obj, instance: spec.name }, m.msg);
+  });
   const loaded = await firstReply(worker, signal, `loading instance ${spec.name}`);
   if (loaded.type === 'load-error') throw fromWireError(loaded.error);
   worker.postMessage({ type: 'create', id: 0, spec } satisfies ToEngine);

@@ -49,4 +49,8 @@ export type FromEngine =
   /** `fault`: the engine said the instance must not run again (EngineFault). */
   | { type: 'failed'; id: number; responses: WireResponse[]; error: WireError; fault: boolean }
   | { type: 'destroyed'; instance: number }
-  | { type: 'unloaded' };
+  | { type: 'unloaded' }
+  /** A line of the engine's own log (its warnings, say): the host writes it with its logger. */
+  | { type: 'log'; level: LogLevel; obj: Record<string, unknown>; msg: string };
+
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace';
