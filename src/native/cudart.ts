@@ -31,6 +31,9 @@ export const CUDART_LIBRARY_ENV = 'NEREID_CUDART_LIBRARY';
 /** Sonames tried in order: CUDA 13 (what the CUDA provider of onnxruntime 1.30 links), then 12. */
 const CUDART_SONAMES = ['libcudart.so.13', 'libcudart.so.12', 'libcudart.so'];
 
+/** cudaStreamCaptureMode: cudaStreamCaptureModeThreadLocal. */
+const CUDA_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+
 /** cudaMemcpyKind: with unified addressing the runtime tells host from device by the address itself. */
 const CUDA_MEMCPY_DEFAULT = 4;
 /** cudaIpcMemLazyEnablePeerAccess: a handle from another device's memory is opened with peer access. */
@@ -73,6 +76,13 @@ export interface CudaRuntime {
    * cudaMemcpy from pageable memory may return before its DMA lands, and onnxruntime's streams do not wait for it.
    */
   synchronize(device: number): void;
+  /**
+   * The calling thread ignores other threads' stream captures (cudaThreadExchangeStreamCaptureMode, thread-local):
+   * onnxruntime captures CUDA graphs in CUDA's global mode, in which a cudaMalloc or a synchronous copy made by any
+   * other thread meanwhile fails and breaks the capture. An engine thread that sets this only stops at captures of
+   * its own.
+   */
+  ignoreOtherCaptures(): void;
 }
 
 /** Why no CUDA runtime could be bound: the libraries tried and the loader's last message. */
@@ -126,6 +136,7 @@ function bind(): CudaRuntime | CudaUnavailable {
   const cudaMalloc = fn('int cudaMalloc(_Out_ uint64_t *devPtr, size_t size)');
   const cudaFree = fn('int cudaFree(uint64_t devPtr)');
   const streamSync = lib.func('cudaStreamSynchronize', 'int', ['void *']);
+  const exchangeCaptureMode = fn('int cudaThreadExchangeStreamCaptureMode(_Inout_ int *mode)');
   const addressRange = driverAddressRange();
 
   const check = (call: string, code: number): void => {
@@ -179,6 +190,10 @@ function bind(): CudaRuntime | CudaUnavailable {
     synchronize(device) {
       onDeviceOf(device);
       check('cudaStreamSynchronize', streamSync(null) as number);
+    },
+    ignoreOtherCaptures() {
+      const mode = [CUDA_STREAM_CAPTURE_MODE_THREAD_LOCAL];
+      check('cudaThreadExchangeStreamCaptureMode', exchangeCaptureMode(mode) as number);
     },
   };
 }

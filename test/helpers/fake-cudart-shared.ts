@@ -92,6 +92,8 @@ export class SharedFakeCudaRuntime implements CudaRuntime {
 
   synchronize(): void {}
 
+  ignoreOtherCaptures(): void {}
+
   copyOnDevice(_device: number, dst: bigint, src: bigint, bytes: number): void {
     const from = this.#at(src, bytes);
     const to = this.#at(dst, bytes);

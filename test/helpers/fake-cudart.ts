@@ -80,6 +80,12 @@ export class FakeCudaRuntime implements CudaRuntime {
 
   synchronize(): void {}
 
+  /** Threads that asked to ignore other threads' captures (one per engine thread with CUDA graphs). */
+  captureOptOuts = 0;
+  ignoreOtherCaptures(): void {
+    this.captureOptOuts++;
+  }
+
   copyOnDevice(_device: number, dst: bigint, src: bigint, bytes: number): void {
     this.#span(dst, bytes).set(this.#span(src, bytes));
   }

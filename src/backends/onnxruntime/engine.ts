@@ -274,6 +274,7 @@ class CapiModel implements EngineModel {
     if (this.#unloaded) throw new UnavailableError(`model ${this.#state.name} is unloaded`);
     const s = this.#state;
     const providers = providersFor(s.plan, spec);
+    if (spec.kind === 'KIND_GPU' && s.blockingRuns) ignoreOtherCaptures();
     const api = ortApi();
     const options = createSessionOptions({
       plan: s.plan,
@@ -371,6 +372,21 @@ function cudaGraphsFor(spec: InstanceSpec, blocking: boolean, padded: readonly P
     throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
   }
   return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device), padded);
+}
+
+/**
+ * An engine thread of a KIND_GPU instance (every run and copy of the instance comes from it) neither stops at nor
+ * breaks another instance's CUDA graph capture (cudart.ts `ignoreOtherCaptures`). Without a CUDA runtime there is
+ * nothing to capture: a no-op.
+ */
+function ignoreOtherCaptures(): void {
+  const cuda = loadCudaRuntime();
+  if ('reason' in cuda) return;
+  try {
+    cuda.ignoreOtherCaptures();
+  } catch {
+    // No usable driver or device: the session's creation reports that, with the provider's own words.
+  }
 }
 
 /** Test hooks of a load, beside the contract's context. */

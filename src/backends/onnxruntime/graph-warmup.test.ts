@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { Logger } from '../../core/logger.js';
 import { noopLogger } from '../../core/logger.js';
 import type { TensorSignature } from '../contract.js';
-import { planGraphs } from './graph-warmup.js';
+import { isCaptureCollision, planGraphs } from './graph-warmup.js';
 
 /** A logger that keeps its warnings (the messages an operator reads). */
 function recorder(): Logger & { warnings: string[] } {
@@ -97,5 +97,14 @@ describe('CUDA graphs captured at load (graph_spec)', () => {
         ),
       /graph_lower_bound: input 'ids' has other dims than the spec; Nereid pads only the batch dimension/,
     );
+  });
+  it('tells a capture broken by another thread (retried at load) from a failure of the model', () => {
+    for (const m of [
+      "Non-zero status code returned while running Cast node. Name:'/Cast_1' Status Message: CUDA error cudaErrorStreamCaptureUnsupported:operation not permitted when stream is capturing",
+      'CUDA failure 901: operation failed due to a previous error during capture ; GPU=0',
+    ])
+      assert.equal(isCaptureCollision(m), true, m);
+    for (const m of ['CUDA failure 2: out of memory', "input 'ids': the model expects shape [-1,128]"])
+      assert.equal(isCaptureCollision(m), false, m);
   });
 });

@@ -18,6 +18,15 @@ import type { OrtRunner } from './capi/run.js';
 /** The graph runs of one spec at load: the learning run, onnxruntime's capture, one replay that checks it. */
 const WARM_RUNS = 3;
 
+/**
+ * Attempts per spec. onnxruntime captures in CUDA's global mode: a thread that is not an engine thread (libuv's
+ * pool creating another model's session, say) allocating on the GPU meanwhile breaks the capture, which
+ * onnxruntime makes again on the next run. Such collisions last as long as a load, so the warm-up retries after a
+ * pause before it gives up.
+ */
+const ATTEMPTS = 5;
+const RETRY_PAUSE_MS = 200;
+
 export interface GraphPlan {
   padded: PaddedBatch[];
   /** Per spec: zero inputs of its shapes, in the session's input order. */
@@ -85,13 +94,24 @@ export async function warmUpGraphs(
   if (plan.warm.length === 0) return;
   const t0 = process.hrtime.bigint();
   for (const w of plan.warm) {
-    try {
-      for (let i = 0; i < WARM_RUNS; i++) await runner.run(w.inputs, outputNames);
-    } catch (err) {
-      throw new UnavailableError(
-        `${where}: capturing the CUDA graph of graph_spec batch_size ${w.batchSize} failed: ${(err as Error).message}`,
-        { cause: err },
-      );
+    for (let attempt = 1; ; attempt++) {
+      try {
+        for (let i = 0; i < WARM_RUNS; i++) await runner.run(w.inputs, outputNames);
+        break;
+      } catch (err) {
+        const message = (err as Error).message;
+        if (attempt >= ATTEMPTS || !isCaptureCollision(message)) {
+          throw new UnavailableError(
+            `${where}: capturing the CUDA graph of graph_spec batch_size ${w.batchSize} failed${attempt > 1 ? ` (${attempt} attempts)` : ''}: ${message}`,
+            { cause: err },
+          );
+        }
+        logger.warn(
+          { batchSize: w.batchSize, attempt },
+          `${where}: a CUDA graph capture was broken by another thread's GPU work; retrying: ${message.slice(0, 200)}`,
+        );
+        await new Promise((r) => setTimeout(r, RETRY_PAUSE_MS * attempt));
+      }
     }
   }
   logger.info(
@@ -102,4 +122,9 @@ export async function warmUpGraphs(
     },
     `${where}: CUDA graphs captured at load for ${plan.warm.length} graph_spec(s)`,
   );
+}
+
+/** CUDA's errors for work that a concurrent stream capture prohibited or that broke one (cudaErrorStreamCapture*). */
+export function isCaptureCollision(message: string): boolean {
+  return /cudaErrorStreamCapture|when stream is capturing|during capture|CUDA failure 90[0-9]/.test(message);
 }
