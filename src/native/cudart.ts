@@ -72,6 +72,13 @@ export interface CudaRuntime {
   /** cudaFree of what `malloc` gave. */
   free(device: number, pointer: bigint): void;
   /**
+   * cudaMallocHost: `bytes` of page-locked host memory (copies from the device land in it at the bus's speed, not
+   * through the driver's staging of pageable memory), as a view the caller must drop before `freeHost(view)`.
+   */
+  mallocHost(bytes: number): Uint8Array;
+  /** cudaFreeHost of what `mallocHost` gave; the view must not be used after. */
+  freeHost(view: Uint8Array): void;
+  /**
    * Waits for the copies issued on `device`'s legacy default stream (cudaStreamSynchronize(0)): a host-to-device
    * cudaMemcpy from pageable memory may return before its DMA lands, and onnxruntime's streams do not wait for it.
    */
@@ -135,6 +142,10 @@ function bind(): CudaRuntime | CudaUnavailable {
   const onDevice = lib.func('cudaMemcpy', 'int', ['uint64_t', 'uint64_t', 'size_t', 'int']);
   const cudaMalloc = fn('int cudaMalloc(_Out_ uint64_t *devPtr, size_t size)');
   const cudaFree = fn('int cudaFree(uint64_t devPtr)');
+  const cudaMallocHost = fn('int cudaMallocHost(_Out_ void **ptr, size_t size)');
+  const cudaFreeHost = fn('int cudaFreeHost(void *ptr)');
+  /** Page-locked views by their memory, for cudaFreeHost. */
+  const hostPointers = new WeakMap<ArrayBuffer, unknown>();
   const streamSync = lib.func('cudaStreamSynchronize', 'int', ['void *']);
   const exchangeCaptureMode = fn('int cudaThreadExchangeStreamCaptureMode(_Inout_ int *mode)');
   const addressRange = driverAddressRange();
@@ -186,6 +197,19 @@ function bind(): CudaRuntime | CudaUnavailable {
     free(device, pointer) {
       onDeviceOf(device);
       check('cudaFree', cudaFree(pointer) as number);
+    },
+    mallocHost(bytes) {
+      const out: unknown[] = [null];
+      check(`cudaMallocHost(${bytes})`, cudaMallocHost(out, Math.max(bytes, 1)) as number);
+      const memory = koffi.view(out[0], Math.max(bytes, 1));
+      hostPointers.set(memory, out[0]);
+      return new Uint8Array(memory, 0, bytes);
+    },
+    freeHost(view) {
+      const pointer = hostPointers.get(view.buffer as ArrayBuffer);
+      if (pointer === undefined) throw new Error('cudaFreeHost: not memory cudaMallocHost gave');
+      hostPointers.delete(view.buffer as ArrayBuffer);
+      check('cudaFreeHost', cudaFreeHost(pointer) as number);
     },
     synchronize(device) {
       onDeviceOf(device);

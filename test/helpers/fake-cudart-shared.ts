@@ -92,6 +92,18 @@ export class SharedFakeCudaRuntime implements CudaRuntime {
 
   synchronize(): void {}
 
+  /** Page-locked host memory: plain host memory here; counted so tests can check each is freed once. */
+  pinned = new Set<ArrayBuffer>();
+  mallocHost(bytes: number): Uint8Array {
+    const view = new Uint8Array(bytes);
+    this.pinned.add(view.buffer);
+    return view;
+  }
+
+  freeHost(view: Uint8Array): void {
+    if (!this.pinned.delete(view.buffer as ArrayBuffer)) throw new Error('cudaFreeHost: not page-locked memory');
+  }
+
   ignoreOtherCaptures(): void {}
 
   copyOnDevice(_device: number, dst: bigint, src: bigint, bytes: number): void {

@@ -82,6 +82,18 @@ export class FakeCudaRuntime implements CudaRuntime {
 
   /** Threads that asked to ignore other threads' captures (one per engine thread with CUDA graphs). */
   captureOptOuts = 0;
+  /** Page-locked host memory: plain host memory here; counted so tests can check each is freed once. */
+  pinned = new Set<ArrayBuffer>();
+  mallocHost(bytes: number): Uint8Array {
+    const view = new Uint8Array(bytes);
+    this.pinned.add(view.buffer);
+    return view;
+  }
+
+  freeHost(view: Uint8Array): void {
+    if (!this.pinned.delete(view.buffer as ArrayBuffer)) throw new Error('cudaFreeHost: not page-locked memory');
+  }
+
   ignoreOtherCaptures(): void {
     this.captureOptOuts++;
   }

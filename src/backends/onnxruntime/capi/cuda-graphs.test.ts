@@ -53,10 +53,12 @@ describe('CUDA graph slots', () => {
     assert.deepEqual([y!.name, y!.shape], ['Y', [2, 4]]);
     assert.deepEqual([...(y!.data as Float32Array)], new Array(8).fill(7));
     assert.equal(cuda.hostCopies, copies + 2, 'one copy in, one copy out');
+    assert.equal(cuda.pinned.size, 1, 'outputs come out through one page-locked buffer');
     g.create('k2', [t('X', [4, 3], 0)], [t('Y', [4, 4], 0)]);
     assert.equal(g.slot('k2')?.id, 1, 'another shape, another graph id');
     g.release();
     assert.equal(cuda.openCount, 0, 'every device buffer freed once');
+    assert.equal(cuda.pinned.size, 0, 'the page-locked buffer freed');
     g.release();
   });
 
@@ -132,11 +134,17 @@ describe('CUDA graph slots', () => {
     const [out] = g.download(slot, rows, ['Y']);
     assert.deepEqual(out!.shape, [6, 4], 'only the batch rows come back');
     assert.deepEqual([...(out!.data as Float32Array)], [...new Array(24).keys()]);
+    assert.notEqual(
+      (out!.data as Float32Array).buffer,
+      [...cuda.pinned][0],
+      'the output owns its memory (the staging is reused)',
+    );
     assert.equal(g.download(slot, rows, ['Z', 'Y'])[0]!.name, 'Z', 'the requested outputs, in their order');
     assert.throws(() => g.upload(slot, batch(9, 1), 9), /does not match its buffer/, 'more rows than the slot');
     assert.throws(() => g.download(slot, rows, ['W']), /has no output 'W'/);
     g.release();
     assert.equal(cuda.openCount, 0);
+    assert.equal(cuda.pinned.size, 0);
   });
 
   it('padding: a slot whose outputs lack the batch dimension is never padded', () => {
@@ -147,5 +155,20 @@ describe('CUDA graph slots', () => {
     g.create(CudaGraphs.key([t('A', [4, 3], 0)], ['Y']), [t('A', [4, 3], 0)], [t('Y', [3], 0)]);
     assert.equal(g.padded([t('A', [2, 3], 0)], ['Y']), undefined);
     g.release();
+  });
+  it('FAULT - without page-locked memory, outputs are copied straight into their own memory', () => {
+    const cuda = new FakeCudaRuntime();
+    cuda.mallocHost = (): Uint8Array => {
+      throw new Error('cudaMallocHost(32) failed: out of memory (CUDA error 2)');
+    };
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0));
+    g.create('k', [t('X', [2, 3], 0)], [t('Y', [2, 4], 0)]);
+    const slot = g.slot('k')!;
+    const out = cuda.deviceView(slot.outputs[0]!.address, 32);
+    new Float32Array(out.buffer, out.byteOffset, 8).fill(3);
+    assert.deepEqual([...(g.download(slot)[0]!.data as Float32Array)], new Array(8).fill(3));
+    assert.deepEqual([...(g.download(slot)[0]!.data as Float32Array)], new Array(8).fill(3), 'and again');
+    g.release();
+    assert.equal(cuda.openCount, 0);
   });
 });

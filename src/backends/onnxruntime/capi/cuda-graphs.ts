@@ -170,16 +170,49 @@ export class CudaGraphs {
       if (b === undefined) throw new InternalError(`CUDA graph slot ${slot.id} has no output '${names![i]}'`);
       const bytes = rowBytes(b, rows);
       const data = overwrittenArray(b.datatype, bytes / DATATYPES[b.datatype].byteSize);
-      this.#cuda.copyToHost(this.#device, new Uint8Array(data.buffer, 0, bytes), b.address);
+      const into = new Uint8Array(data.buffer, 0, bytes);
+      const stage = this.#staging(bytes);
+      if (stage === undefined) {
+        this.#cuda.copyToHost(this.#device, into, b.address);
+      } else {
+        this.#cuda.copyToHost(this.#device, stage, b.address);
+        into.set(stage);
+      }
       const shape = rows === undefined ? [...b.shape] : [rows, ...b.shape.slice(1)];
       return { name: b.name, datatype: b.datatype, shape, data };
     });
+  }
+
+  /**
+   * One page-locked buffer of the instance, grown to the largest output copied out: a copy from the device into
+   * page-locked memory runs at the bus's speed, then one memcpy into the output's own memory — measured on the
+   * H200, a batch-32 BERT output (6.3 MB) took 1.3–1.5 ms copied straight into pageable memory. Undefined (copy
+   * straight) when page-locked memory cannot be had.
+   */
+  #stage: Uint8Array | undefined;
+  #stageFailed = false;
+
+  #staging(bytes: number): Uint8Array | undefined {
+    if (this.#stageFailed || bytes === 0) return undefined;
+    if (this.#stage === undefined || this.#stage.byteLength < bytes) {
+      if (this.#stage !== undefined) this.#cuda.freeHost(this.#stage);
+      this.#stage = undefined;
+      try {
+        this.#stage = this.#cuda.mallocHost(bytes);
+      } catch {
+        this.#stageFailed = true;
+        return undefined;
+      }
+    }
+    return this.#stage.subarray(0, bytes);
   }
 
   /** Frees every slot's buffers and values. Idempotent; never with a run in flight (the runner's rule). */
   release(): void {
     if (this.#released) return;
     this.#released = true;
+    if (this.#stage !== undefined) this.#cuda.freeHost(this.#stage);
+    this.#stage = undefined;
     for (const s of this.#slots.values()) if (s !== null) this.#free([...s.inputs, ...s.outputs]);
     this.#slots.clear();
     this.#tensors.release();
