@@ -168,6 +168,8 @@ function models(): GpuModel[] {
     { ...bert('fp16', 1), name: 'bert_fp16_graph', cuda: { enable_cuda_graph: '1' } },
     // The same, captured at load for power-of-two batches that the batches between replay padded (graph_spec).
     { ...bert('fp16', 1), name: 'bert_fp16_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
+    // Two such instances: one's copies and host work overlap the other's replay.
+    { ...bert('fp16', 2), name: 'bert_fp16_graph_pad_x2', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
     {
       name: 'text_encoder_graph',
       file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
@@ -363,7 +365,9 @@ async function baselines(): Promise<void> {
       kind: KIND,
     };
     // The same async runs with libuv's pool cut to one thread: every Run from the same thread (rotation vs hop).
-    for (const variant of [job, { ...job, label: 'engine-uv1', syncToo: false }]) {
+    // And with CUDA graphs captured at load for each batch size (GPU only): Run on the calling thread, replaying.
+    const graphs = DRY ? [] : [{ ...job, label: 'engine-graph', syncToo: false, graphs: true }];
+    for (const variant of [job, { ...job, label: 'engine-uv1', syncToo: false }, ...graphs]) {
       const child = spawn(process.execPath, [...script('engine-direct'), JSON.stringify(variant)], {
         stdio: ['ignore', 'pipe', 'pipe'],
         env: variant.label === 'engine-uv1' ? { ...process.env, UV_THREADPOOL_SIZE: '1' } : process.env,

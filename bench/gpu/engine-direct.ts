@@ -28,6 +28,11 @@ interface Job {
   /** Label of the async rows (default `engine`); `syncToo: false` skips the sync variant. */
   label?: string;
   syncToo?: boolean;
+  /**
+   * CUDA graphs: the instance runs on this thread (as on the engine-thread transport) with enable_cuda_graph and a
+   * graph_spec for each batch size, captured at load; every point then replays.
+   */
+  graphs?: boolean;
 }
 
 const job = JSON.parse(process.argv[2] ?? '{}') as Job;
@@ -63,8 +68,28 @@ const m = await open(
     input: ['input_ids', 'attention_mask', 'token_type_ids'].map(input),
     output: [{ name: 'output', data_type: `TYPE_${job.datatype}`, dims: [-1, job.hidden] }],
     parameters: params(job.parameters ?? {}),
+    ...(job.graphs === true
+      ? {
+          optimization: {
+            execution_accelerators: {
+              gpu_execution_accelerator: [{ name: 'cuda', parameters: { enable_cuda_graph: '1' } }],
+            },
+            cuda: {
+              graph_spec: job.batches.map((b) => ({
+                batch_size: b,
+                input: Object.fromEntries(
+                  ['input_ids', 'attention_mask', 'token_type_ids'].map((n) => [n, { dim: [job.seq] }]),
+                ),
+              })),
+            },
+          },
+        }
+      : {}),
   } as never,
-  job.kind === 'KIND_CPU' ? { kind: 'KIND_CPU' } : { kind: 'KIND_GPU', device: 0 },
+  {
+    ...(job.kind === 'KIND_CPU' ? { kind: 'KIND_CPU' as const } : { kind: 'KIND_GPU' as const, device: 0 }),
+    blocking: job.graphs === true,
+  },
 );
 const inst = m.instances[0]!;
 

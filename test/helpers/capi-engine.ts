@@ -15,6 +15,7 @@ import { onnxruntimeCapiAdapter, type CapiInstance } from '../../src/backends/on
  */
 
 export const adapter = onnxruntimeCapiAdapter();
+const blockingAdapter = onnxruntimeCapiAdapter({ blockingRuns: true });
 
 export interface Opened {
   model: Awaited<ReturnType<typeof adapter.load>>;
@@ -32,10 +33,12 @@ export async function open(
     count?: number;
     logLevel?: string;
     optimizedModelPrefix?: string;
+    /** Run on the calling thread, as the engine-thread transport does (CUDA graphs need it). */
+    blocking?: boolean;
   } = {},
 ): Promise<Opened> {
   const signal = new AbortController().signal;
-  const model = await adapter.load(
+  const model = await (opts.blocking === true ? blockingAdapter : adapter).load(
     {
       name: 'm',
       version: 1,
