@@ -61,7 +61,15 @@ class CudaError(RuntimeError):
 
 
 class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+    # Bytes, not c_char: a c_char array field set from bytes stops at the first NUL (ctypes' strlen), and a
+    # handle is full of them — the driver then answers "invalid argument" (found on the H200).
+    _fields_ = [("reserved", ctypes.c_ubyte * HANDLE_BYTES)]
+
+    @classmethod
+    def of(cls, handle: bytes) -> "_IpcHandle":
+        if len(handle) != HANDLE_BYTES:
+            raise CudaError(f"a cudaIpcMemHandle_t has {HANDLE_BYTES} bytes, got {len(handle)}")
+        return cls.from_buffer_copy(handle)
 
 
 class LibCudart:
@@ -104,7 +112,7 @@ class LibCudart:
     def open_ipc_handle(self, device: int, handle: bytes) -> int:
         self._check(f"cudaSetDevice({device})", self._set(device))
         out = ctypes.c_void_p()
-        self._check("cudaIpcOpenMemHandle", self._open(ctypes.byref(out), _IpcHandle(handle), _IPC_LAZY_ENABLE_PEER_ACCESS))
+        self._check("cudaIpcOpenMemHandle", self._open(ctypes.byref(out), _IpcHandle.of(handle), _IPC_LAZY_ENABLE_PEER_ACCESS))
         return int(out.value or 0)
 
     def close_ipc_handle(self, device: int, pointer: int) -> None:
