@@ -411,14 +411,6 @@ export function onnxruntimeCapiAdapter(
       const logger = (ctx.logger ?? noopLogger).child({ model: ctx.name, version: ctx.version });
       const plan = planSession(ctx.config, ctx.backendConfig);
       for (const w of plan.warnings) logger.warn(w);
-      const instances = (ctx.config.instance_group ?? []).reduce((n, g) => n + (g.count ?? 1), 0);
-      if (usesCudaGraphs(plan) && instances > 1) {
-        // onnxruntime captures in CUDA's global capture mode: another thread's cudaMalloc or synchronous copy on
-        // the device during a capture makes that capture fail (the run reports it; later runs capture again).
-        logger.warn(
-          `enable_cuda_graph with ${instances} instances: captures of one instance can fail while another copies or allocates on the device; one instance per GPU is the safe setting`,
-        );
-      }
       const graphSpecs = parseGraphSpecs(ctx.config, `model '${ctx.name}'`);
       if (graphSpecs.length > 0 && !usesCudaGraphs(plan)) {
         logger.warn(
