@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
-import { CancelledError, NereidError, UnavailableError, UnsupportedError } from '../../core/errors.js';
+import { CancelledError, NereidError, UnavailableError } from '../../core/errors.js';
 import type { DeviceMemory } from '../../core/device.js';
 import type { Tensor } from '../../core/tensor.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
@@ -26,13 +26,13 @@ import { check, ortApi, type Out, type Ptr } from './capi/api.js';
 import { acquireEnv, type EnvLease } from './capi/env.js';
 import { ortLibraryDir } from './capi/library.js';
 import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
-import { CudaGraphs, type PaddedBatch } from './capi/cuda-graphs.js';
-import { planGraphs, warmUpGraphs, type GraphPlan } from './graph-warmup.js';
+import type { CudaGraphs } from './capi/cuda-graphs.js';
+import { cudaGraphsFor, ignoreOtherCaptures, planGraphs, warmUpGraphs, type GraphPlan } from './instance-graphs.js';
+import { arenaStats } from './capi/arena-stats.js';
 import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
 import { OrtRunner } from './capi/run.js';
 import { createError, isStickyError } from './errors.js';
 import { autoCompleteOnnx, DEFAULT_MODEL_FILENAME, resolveModelFile } from './signature.js';
-import { loadCudaRuntime } from '../../native/cudart.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
@@ -357,38 +357,6 @@ class CapiModel implements EngineModel {
   }
 }
 
-/**
- * The CUDA graph slots of a KIND_GPU instance whose session replays graphs. Only on the engine-thread transport
- * (the backend puts such models there): the copies into the graphs' buffers run on the instance's own thread.
- */
-function cudaGraphsFor(spec: InstanceSpec, blocking: boolean, padded: readonly PaddedBatch[]): CudaGraphs {
-  if (!blocking) {
-    throw new UnsupportedError(
-      `instance ${spec.name}: enable_cuda_graph runs on the engine-thread transport (--backend-config=onnxruntime,transport=thread)`,
-    );
-  }
-  const cuda = loadCudaRuntime();
-  if ('reason' in cuda) {
-    throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
-  }
-  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device), padded);
-}
-
-/**
- * An engine thread of a KIND_GPU instance (every run and copy of the instance comes from it) neither stops at nor
- * breaks another instance's CUDA graph capture (cudart.ts `ignoreOtherCaptures`). Without a CUDA runtime there is
- * nothing to capture: a no-op.
- */
-function ignoreOtherCaptures(): void {
-  const cuda = loadCudaRuntime();
-  if ('reason' in cuda) return;
-  try {
-    cuda.ignoreOtherCaptures();
-  } catch {
-    // No usable driver or device: the session's creation reports that, with the provider's own words.
-  }
-}
-
 /** Test hooks of a load, beside the contract's context. */
 interface LoadHooks {
   /** A logger for the engine's own warnings (the in-process transport may pass the host's). */
@@ -447,38 +415,4 @@ export function onnxruntimeCapiAdapter(
       });
     },
   };
-}
-
-/** A session's CPU arena statistics (AllocatorGetStats), numbers by key. */
-function arenaStats(session: Ptr, cpuMemoryInfo: Ptr): Record<string, number> {
-  const api = ortApi();
-  const out: Out = [null];
-  check(api.CreateAllocator(session, cpuMemoryInfo, out));
-  const allocator = out[0] as Ptr;
-  try {
-    check(api.AllocatorGetStats(allocator, out));
-    const kvps = out[0] as Ptr;
-    try {
-      const stats: Record<string, number> = {};
-      for (const key of [
-        'Limit',
-        'InUse',
-        'TotalAllocated',
-        'MaxInUse',
-        'NumAllocs',
-        'NumReserves',
-        'NumArenaExtensions',
-        'NumArenaShrinkages',
-        'MaxAllocSize',
-      ]) {
-        const v = api.GetKeyValue(kvps, key) as string | null;
-        if (v !== null) stats[key] = Number(v);
-      }
-      return stats;
-    } finally {
-      api.ReleaseKeyValuePairs(kvps);
-    }
-  } finally {
-    api.ReleaseAllocator(allocator);
-  }
 }

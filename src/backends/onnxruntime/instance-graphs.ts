@@ -3,12 +3,15 @@ import { DATATYPES } from '../../core/datatypes.js';
 import { UnavailableError, UnsupportedError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { Tensor } from '../../core/tensor.js';
-import type { TensorSignature } from '../contract.js';
-import type { PaddedBatch } from './capi/cuda-graphs.js';
+import { CudaGraphs, type PaddedBatch } from './capi/cuda-graphs.js';
+import { CudaTensors } from './capi/device-tensors.js';
+import { loadCudaRuntime } from '../../native/cudart.js';
+import type { InstanceSpec, TensorSignature } from '../contract.js';
 import type { OrtRunner } from './capi/run.js';
 
 /**
- * CUDA graphs captured at load for Triton's `optimization.cuda.graph_spec` (onnxruntime with the CUDA provider's
+ * The CUDA graphs of a KIND_GPU instance: its graph slots (capi/cuda-graphs.ts), its engine thread's capture mode,
+ * and the graphs captured at load for Triton's `optimization.cuda.graph_spec` (onnxruntime with the CUDA provider's
  * `enable_cuda_graph`): each spec's shapes run at load with zero inputs until onnxruntime has captured them, so no
  * request pays a learning run or a capture, and batches within a spec's `graph_lower_bound` replay that graph
  * padded (cuda-graphs.ts). Only the batch dimension is padded: a lower bound with other input dims than its spec's
@@ -127,4 +130,36 @@ export async function warmUpGraphs(
 /** CUDA's errors for work that a concurrent stream capture prohibited or that broke one (cudaErrorStreamCapture*). */
 export function isCaptureCollision(message: string): boolean {
   return /cudaErrorStreamCapture|when stream is capturing|during capture|CUDA failure 90[0-9]/.test(message);
+}
+
+/**
+ * The CUDA graph slots of a KIND_GPU instance whose session replays graphs. Only on the engine-thread transport
+ * (the backend puts such models there): the copies into the graphs' buffers run on the instance's own thread.
+ */
+export function cudaGraphsFor(spec: InstanceSpec, blocking: boolean, padded: readonly PaddedBatch[]): CudaGraphs {
+  if (!blocking) {
+    throw new UnsupportedError(
+      `instance ${spec.name}: enable_cuda_graph runs on the engine-thread transport (--backend-config=onnxruntime,transport=thread)`,
+    );
+  }
+  const cuda = loadCudaRuntime();
+  if ('reason' in cuda) {
+    throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
+  }
+  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device), padded);
+}
+
+/**
+ * An engine thread of a KIND_GPU instance (every run and copy of the instance comes from it) neither stops at nor
+ * breaks another instance's CUDA graph capture (cudart.ts `ignoreOtherCaptures`). Without a CUDA runtime there is
+ * nothing to capture: a no-op.
+ */
+export function ignoreOtherCaptures(): void {
+  const cuda = loadCudaRuntime();
+  if ('reason' in cuda) return;
+  try {
+    cuda.ignoreOtherCaptures();
+  } catch {
+    // No usable driver or device: the session's creation reports that, with the provider's own words.
+  }
 }

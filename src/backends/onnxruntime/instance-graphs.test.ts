@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { Logger } from '../../core/logger.js';
 import { noopLogger } from '../../core/logger.js';
 import type { TensorSignature } from '../contract.js';
-import { isCaptureCollision, planGraphs } from './graph-warmup.js';
+import { isCaptureCollision, planGraphs } from './instance-graphs.js';
 
 /** A logger that keeps its warnings (the messages an operator reads). */
 function recorder(): Logger & { warnings: string[] } {
