@@ -20,7 +20,7 @@ import { overwrittenArray } from './tensors.js';
  * outputs) — its b rows copied into the first b rows of the slot's inputs, the first b rows of the requested outputs
  * copied out. Rows b..B hold whatever an earlier batch left there; the dynamic batcher's own rule (rows of a batch
  * are independent) is what makes that safe, and their outputs are never read. Such slots are made at load by
- * `warmUpBatches` (engine.ts), so a padded batch never pays a learning run or a capture.
+ * `warmUpGraphs` (instance-graphs.ts), so a padded batch never pays a learning run or a capture.
  *
  * Threading: the engine-thread transport only (the instance's own thread calls Run and the copies): CUDA's current
  * device is per thread, and the copies must run on the thread that set it (src/native/cudart.ts).
