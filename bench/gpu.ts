@@ -146,18 +146,19 @@ function models(): GpuModel[] {
     queueDelayUs: count > 1 ? 1000 : 0,
     baseline: `bert_${dtype}`,
   });
+  const textEncoder: GpuModel = {
+    name: 'text_encoder',
+    file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
+    vocab: 1000,
+    hidden: 64,
+    datatype: 'FP32',
+    count: 1,
+    maxBatch: 64,
+    queueDelayUs: 0,
+    baseline: 'text_encoder',
+  };
   const all: GpuModel[] = [
-    {
-      name: 'text_encoder',
-      file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
-      vocab: 1000,
-      hidden: 64,
-      datatype: 'FP32',
-      count: 1,
-      maxBatch: 64,
-      queueDelayUs: 0,
-      baseline: 'text_encoder',
-    },
+    textEncoder,
     bert('fp32', 1),
     bert('fp32', 2),
     bert('fp16', 1),
@@ -170,31 +171,8 @@ function models(): GpuModel[] {
     { ...bert('fp16', 1), name: 'bert_fp16_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
     // Two such instances: one's copies and host work overlap the other's replay.
     { ...bert('fp16', 2), name: 'bert_fp16_graph_pad_x2', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
-    {
-      name: 'text_encoder_graph',
-      file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
-      vocab: 1000,
-      hidden: 64,
-      datatype: 'FP32',
-      count: 1,
-      maxBatch: 64,
-      queueDelayUs: 0,
-      baseline: 'text_encoder',
-      cuda: { enable_cuda_graph: '1' },
-    },
-    {
-      name: 'text_encoder_graph_pad',
-      file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
-      vocab: 1000,
-      hidden: 64,
-      datatype: 'FP32',
-      count: 1,
-      maxBatch: 64,
-      queueDelayUs: 0,
-      baseline: 'text_encoder',
-      cuda: { enable_cuda_graph: '1' },
-      graphSpec: POW2_GRAPHS,
-    },
+    { ...textEncoder, name: 'text_encoder_graph', cuda: { enable_cuda_graph: '1' } },
+    { ...textEncoder, name: 'text_encoder_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
   ];
   return all.filter((m) => (!DRY || existsSync(m.file)) && (ONLY === undefined || ONLY.includes(m.name)));
 }

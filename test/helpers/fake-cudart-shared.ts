@@ -1,5 +1,6 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
 import type { CudaRuntime } from '../../src/native/cudart.js';
+import { pinnedAlloc, pinnedFree } from './fake-pinned.js';
 
 /**
  * TEST DOUBLE of the GPU boundary (`CudaRuntime`, src/native/cudart.ts) whose "device memory" is a /dev/shm file,
@@ -92,16 +93,14 @@ export class SharedFakeCudaRuntime implements CudaRuntime {
 
   synchronize(): void {}
 
-  /** Page-locked host memory: plain host memory here; counted so tests can check each is freed once. */
-  pinned = new Set<ArrayBuffer>();
+  /** Page-locked host memory in use (fake-pinned.ts). */
+  readonly pinned = new Set<ArrayBuffer>();
   mallocHost(bytes: number): Uint8Array {
-    const view = new Uint8Array(bytes);
-    this.pinned.add(view.buffer);
-    return view;
+    return pinnedAlloc(this.pinned, bytes);
   }
 
   freeHost(view: Uint8Array): void {
-    if (!this.pinned.delete(view.buffer as ArrayBuffer)) throw new Error('cudaFreeHost: not page-locked memory');
+    pinnedFree(this.pinned, view);
   }
 
   ignoreOtherCaptures(): void {}

@@ -1,4 +1,5 @@
 import type { CudaRuntime } from '../../src/native/cudart.js';
+import { pinnedAlloc, pinnedFree } from './fake-pinned.js';
 
 /**
  * TEST DOUBLE of the GPU boundary (`CudaRuntime`, src/native/cudart.ts) for machines without a GPU: "device
@@ -82,16 +83,14 @@ export class FakeCudaRuntime implements CudaRuntime {
 
   /** Threads that asked to ignore other threads' captures (one per engine thread with CUDA graphs). */
   captureOptOuts = 0;
-  /** Page-locked host memory: plain host memory here; counted so tests can check each is freed once. */
-  pinned = new Set<ArrayBuffer>();
+  /** Page-locked host memory in use (fake-pinned.ts). */
+  readonly pinned = new Set<ArrayBuffer>();
   mallocHost(bytes: number): Uint8Array {
-    const view = new Uint8Array(bytes);
-    this.pinned.add(view.buffer);
-    return view;
+    return pinnedAlloc(this.pinned, bytes);
   }
 
   freeHost(view: Uint8Array): void {
-    if (!this.pinned.delete(view.buffer as ArrayBuffer)) throw new Error('cudaFreeHost: not page-locked memory');
+    pinnedFree(this.pinned, view);
   }
 
   ignoreOtherCaptures(): void {
