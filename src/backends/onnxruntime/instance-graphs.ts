@@ -5,6 +5,7 @@ import type { Logger } from '../../core/logger.js';
 import type { Tensor } from '../../core/tensor.js';
 import { CudaGraphs, type PaddedBatch } from './capi/cuda-graphs.js';
 import { CudaTensors } from './capi/device-tensors.js';
+import { PrefaultedBuffers } from './capi/prefaulted.js';
 import { loadCudaRuntime } from '../../native/cudart.js';
 import type { InstanceSpec, TensorSignature } from '../contract.js';
 import type { OrtRunner } from './capi/run.js';
@@ -146,7 +147,7 @@ export function cudaGraphsFor(spec: InstanceSpec, blocking: boolean, padded: rea
   if ('reason' in cuda) {
     throw new UnavailableError(`instance ${spec.name}: enable_cuda_graph needs the CUDA runtime: ${cuda.reason}`);
   }
-  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device), padded);
+  return new CudaGraphs(cuda, spec.device, new CudaTensors(spec.device), padded, new PrefaultedBuffers());
 }
 
 /**

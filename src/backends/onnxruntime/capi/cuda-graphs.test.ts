@@ -6,6 +6,7 @@ import type { Tensor } from '../../../core/tensor.js';
 import { check, ortApi, type Out, type Ptr } from './api.js';
 import { CudaGraphs, MAX_CUDA_GRAPHS } from './cuda-graphs.js';
 import { CudaTensors } from './device-tensors.js';
+import { PrefaultedBuffers } from './prefaulted.js';
 
 /**
  * The CUDA graph slots' bookkeeping without a GPU: device memory is the test double of the GPU boundary
@@ -170,5 +171,26 @@ describe('CUDA graph slots', () => {
     assert.deepEqual([...(g.download(slot)[0]!.data as Float32Array)], new Array(8).fill(3), 'and again');
     g.release();
     assert.equal(cuda.openCount, 0);
+  });
+  it('outputs land in prefaulted memory of the slot size when the helper has one ready (rows of a padded batch)', async () => {
+    const cuda = new FakeCudaRuntime();
+    const dims = new Map([['A', [3]]]);
+    const pre = new PrefaultedBuffers(2);
+    const g = new CudaGraphs(cuda, 0, new CudaTensors(0), [{ batchSize: 8, lowerBound: 1, dims }], pre);
+    g.create(CudaGraphs.key([t('A', [8, 3], 0)], ['Y']), [t('A', [8, 3], 0)], [t('Y', [8, 4], 0)]);
+    const { slot } = g.padded([t('A', [3, 3], 1)], ['Y'])!;
+    const dev = cuda.deviceView(slot.outputs[0]!.address, 8 * 4 * 4);
+    new Float32Array(dev.buffer, dev.byteOffset, 32).forEach((_, i, a) => (a[i] = i));
+    const first = g.download(slot, 3)[0]!.data as Float32Array;
+    assert.equal(first.buffer.byteLength, 3 * 4 * 4, 'nothing ready yet: memory of the rows');
+    let out: Float32Array | undefined;
+    for (let i = 0; i < 200 && out?.buffer.byteLength !== 8 * 4 * 4; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      out = g.download(slot, 3)[0]!.data as Float32Array;
+    }
+    assert.equal(out!.buffer.byteLength, 8 * 4 * 4, "a prefaulted buffer of the slot's size");
+    assert.deepEqual([...out!], [...new Array(12).keys()], 'holding the three rows');
+    g.release();
+    assert.equal(pre.take(128), undefined, 'released with the slots');
   });
 });

@@ -6,6 +6,7 @@ import { ortApi, type Ptr } from './api.js';
 import type { CudaTensors } from './device-tensors.js';
 import { OutputShapes } from './output-shapes.js';
 import { overwrittenArray } from './tensors.js';
+import type { PrefaultedBuffers } from './prefaulted.js';
 
 /**
  * CUDA graphs for a KIND_GPU session with the CUDA provider's `enable_cuda_graph`: onnxruntime captures a run's
@@ -61,12 +62,20 @@ export class CudaGraphs {
   #released = false;
 
   readonly #padded: readonly PaddedBatch[];
+  readonly #prefaulted: PrefaultedBuffers | undefined;
 
-  constructor(cuda: CudaRuntime, device: number, tensors: CudaTensors, padded: readonly PaddedBatch[] = []) {
+  constructor(
+    cuda: CudaRuntime,
+    device: number,
+    tensors: CudaTensors,
+    padded: readonly PaddedBatch[] = [],
+    prefaulted?: PrefaultedBuffers,
+  ) {
     this.#cuda = cuda;
     this.#device = device;
     this.#tensors = tensors;
     this.#padded = [...padded].sort((a, b) => a.batchSize - b.batchSize);
+    this.#prefaulted = prefaulted;
   }
 
   /** The slot key of a run: its input shapes (names in request order) and the outputs it asks for. */
@@ -169,7 +178,11 @@ export class CudaGraphs {
     return outputs.map((b, i) => {
       if (b === undefined) throw new InternalError(`CUDA graph slot ${slot.id} has no output '${names![i]}'`);
       const bytes = rowBytes(b, rows);
-      const data = overwrittenArray(b.datatype, bytes / DATATYPES[b.datatype].byteSize);
+      const count = bytes / DATATYPES[b.datatype].byteSize;
+      // Memory of the slot's whole size (any row count fits), its pages already mapped when one is ready.
+      const ready = this.#prefaulted?.take(b.bytes);
+      const data =
+        ready === undefined ? overwrittenArray(b.datatype, count) : new DATATYPES[b.datatype].array!(ready, 0, count);
       const into = new Uint8Array(data.buffer, 0, bytes);
       const stage = this.#staging(bytes);
       if (stage === undefined) {
@@ -213,6 +226,7 @@ export class CudaGraphs {
     this.#released = true;
     if (this.#stage !== undefined) this.#cuda.freeHost(this.#stage);
     this.#stage = undefined;
+    this.#prefaulted?.close();
     for (const s of this.#slots.values()) if (s !== null) this.#free([...s.inputs, ...s.outputs]);
     this.#slots.clear();
     this.#tensors.release();
