@@ -31,6 +31,7 @@ import { cudaGraphsFor, ignoreOtherCaptures, planGraphs, warmUpGraphs, type Grap
 import { arenaStats } from './capi/arena-stats.js';
 import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
 import { OrtRunner } from './capi/run.js';
+import { PrefaultedBuffers } from './capi/prefaulted.js';
 import { createError, isStickyError } from './errors.js';
 import { autoCompleteOnnx, DEFAULT_MODEL_FILENAME, resolveModelFile } from './signature.js';
 import { createSessionOptions } from './capi/session-options.js';
@@ -316,6 +317,8 @@ class CapiModel implements EngineModel {
         overridable: s.overridable,
         blocking: s.blockingRuns,
         graphs,
+        // Outputs copied from the GPU to the host: their memory prefaulted ahead (graph slots have their own).
+        prefaulted: spec.kind === 'KIND_GPU' && graphs === undefined ? new PrefaultedBuffers() : undefined,
       });
     } catch (err) {
       cuda?.release();

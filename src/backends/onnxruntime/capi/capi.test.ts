@@ -4,6 +4,7 @@ import koffi from 'koffi';
 import { UnavailableError } from '../../../core/errors.js';
 import { check, ortApi, OrtStatusError, type Out, type Ptr } from './api.js';
 import { acquireAnyEnv, acquireEnv, envReferences } from './env.js';
+import { createOutput } from './tensors.js';
 import { defaultThreadPoolSize, runThreads, threadPoolSize } from './threadpool.js';
 
 /** The C API table and the process-wide pieces: env reference counting, koffi's settings, libuv pool sizing. */
@@ -78,5 +79,29 @@ describe('libuv pool sizing', () => {
     assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '5000' }), 1024);
     assert.equal(runThreads({ UV_THREADPOOL_SIZE: '20' }), 16);
     assert.equal(runThreads({}), 1);
+  });
+});
+
+describe('preallocated outputs', () => {
+  it('lie in prefaulted memory when it is given and large enough, else in memory of their own', () => {
+    const lease = acquireEnv({ logSeverity: 4 });
+    const api = ortApi();
+    try {
+      const memory = new ArrayBuffer(256);
+      const inMemory = createOutput('Y', 'FP32', [4, 8], lease.cpuMemoryInfo, memory);
+      const data = inMemory.tensor.data as Float32Array;
+      assert.equal(data.buffer, memory, 'the output is the first 128 bytes of the given memory');
+      assert.equal(data.length, 32);
+      const out: Out = [null];
+      check(api.GetTensorMutableData(inMemory.value, out));
+      new Float32Array(koffi.view(out[0], 128)).fill(2.5); // what onnxruntime writes lands in the tensor
+      assert.equal(data[31], 2.5);
+      api.ReleaseValue(inMemory.value);
+      const small = createOutput('Y', 'FP32', [4, 8], lease.cpuMemoryInfo, new ArrayBuffer(64));
+      assert.notEqual((small.tensor.data as Float32Array).buffer.byteLength, 64, 'too small: memory of its own');
+      api.ReleaseValue(small.value);
+    } finally {
+      lease.release();
+    }
   });
 });

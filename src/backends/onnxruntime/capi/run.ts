@@ -9,6 +9,8 @@ import { OutputShapes } from './output-shapes.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
 import type { CudaTensors } from './device-tensors.js';
 import { CudaGraphs, type GraphSlot } from './cuda-graphs.js';
+import type { PrefaultedBuffers } from './prefaulted.js';
+import { DATATYPES } from '../../../core/datatypes.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -57,7 +59,15 @@ export interface RunnerOptions {
   blocking?: boolean;
   /** KIND_GPU with `enable_cuda_graph` (engine-thread transport only): the session's graph slots (cuda-graphs.ts). */
   graphs?: CudaGraphs;
+  /**
+   * KIND_GPU: prefaulted memory for outputs copied to the host (prefaulted.ts), in power-of-two sizes from 1 MiB (a
+   * batch's exact size varies; below that, page faults cost little). The runner closes it on release.
+   */
+  prefaulted?: PrefaultedBuffers;
 }
+
+/** Outputs smaller than this go to plain fresh memory. */
+const PREFAULT_MIN_BYTES = 1 << 20;
 
 export class OrtRunner {
   readonly #session: OrtSession;
@@ -259,6 +269,14 @@ export class OrtRunner {
     this.#graphIdSet = id;
   }
 
+  /** Prefaulted memory for an output of this shape, when the instance has a supply and the output is large. */
+  #prefaultedFor(g: { datatype: Tensor['datatype']; shape: readonly number[] }): ArrayBuffer | undefined {
+    const p = this.#opts.prefaulted;
+    const bytes = g.shape.reduce((a, b) => a * b, 1) * DATATYPES[g.datatype].byteSize;
+    if (p === undefined || bytes < PREFAULT_MIN_BYTES) return undefined;
+    return p.take(2 ** Math.ceil(Math.log2(bytes)));
+  }
+
   /** The instance's device tensors; the host gives device tensors only to instances that have them. */
   #deviceTensors(name: string): CudaTensors {
     const d = this.#opts.device;
@@ -305,7 +323,7 @@ export class OrtRunner {
         const onDevice = deviceOutputs?.get(n);
         buffers.push(
           (onDevice && this.#deviceTensors(n).output(n, g.datatype, g.shape, onDevice)) ??
-            createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo),
+            createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo, this.#prefaultedFor(g)),
         );
       }
       const outs: Array<Ptr | null> = buffers.map((b) => b.value);
@@ -373,6 +391,7 @@ export class OrtRunner {
     if (this.#running) throw new InternalError('onnxruntime runner released during a run');
     this.#released = true;
     this.#opts.graphs?.release();
+    this.#opts.prefaulted?.close();
     ortApi().ReleaseRunOptions(this.#runOptions);
     for (const t of this.#ownNames) koffi.free(t.namePtr);
   }

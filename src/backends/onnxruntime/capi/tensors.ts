@@ -142,6 +142,7 @@ export function createOutput(
   datatype: DataType,
   shape: readonly number[],
   memoryInfo: Ptr,
+  memory?: ArrayBuffer,
 ): OutputBuffer {
   const api = ortApi();
   const out: Out = [null];
@@ -150,7 +151,11 @@ export function createOutput(
   const Ctor = info.array;
   if (Ctor === undefined) throw new InternalError(`output '${name}': ${datatype} cannot be preallocated`);
   const bytes = count * info.byteSize;
-  const data = overwrittenArray(datatype, count);
+  // `memory` (prefaulted.ts): memory of at least `bytes` whose pages are mapped; the output is its first bytes.
+  const data =
+    memory !== undefined && memory.byteLength >= bytes && bytes > 0
+      ? new Ctor(memory, 0, count)
+      : overwrittenArray(datatype, count);
   check(
     api.CreateTensorWithDataAsOrtValue(
       memoryInfo,
