@@ -108,7 +108,11 @@ def _sequence_config(name: str, corrid: str | None, strategy: str) -> str:
         'input { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] }\n'
         'output { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] }\n'
         'instance_group [{ count: 1 kind: KIND_CPU }]\n'
-        f"sequence_batching {{ {strategy} control_input [ {', '.join(controls)} ]\n"
+        # 10 s idle instead of Triton's 1 s: perf_analyzer ends the sequences it still has open only after its
+        # measurement ends, which on a loaded 2-core CI machine can come more than a second after their last request
+        # (the server then rightly refused the closing request, without START: seen once in CI, perf_analyzer's
+        # "Thread [0] had error: ... must specify the START flag").
+        f"sequence_batching {{ max_sequence_idle_microseconds: 10000000 {strategy} control_input [ {', '.join(controls)} ]\n"
         '  state [{ input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] }] }\n'
     )
 
