@@ -26,8 +26,8 @@ import { decodeInferResponse, encodeInferRequest } from '../src/client/http-code
 import { ortLibraryDir } from '../src/backends/onnxruntime/capi/library.js';
 import { freePort, percentile, progress, ROOT, waitReady } from './common.js';
 import { stopProcess } from './servers/server.js';
+import { gpuModels, modelConfig, SEQ } from './gpu/models.js';
 
-const SEQ = 128;
 const CONCURRENCY = [1, 8, 64];
 const MS = Number(process.env.NEREID_BENCH_MS ?? 3000);
 const WARMUP_MS = Math.min(1500, MS / 2);
@@ -56,38 +56,7 @@ const EXTRA_ARGS = (process.env.NEREID_BENCH_SERVER_ARGS ?? '')
   .map((v) => v.split(' ').filter((a) => a !== ''));
 /** NEREID_BENCH_ONLY=a,b: only these models (names as in the tables). */
 const ONLY = process.env.NEREID_BENCH_ONLY?.split(',');
-
-/** A model Nereid serves in this benchmark; `file` is also what the onnxruntime baseline loads. */
-interface GpuModel {
-  name: string;
-  file: string;
-  vocab: number;
-  hidden: number;
-  datatype: 'FP32' | 'FP16';
-  /** KIND_GPU instances on GPU 0. */
-  count: number;
-  maxBatch: number;
-  queueDelayUs: number;
-  /** Key of the baseline rows this model is compared with (several configs share a file). */
-  baseline: string;
-  /** Config parameters (string values). */
-  parameters?: Record<string, string>;
-  /** CUDA provider options (`gpu_execution_accelerator` "cuda"), e.g. enable_cuda_graph. */
-  cuda?: Record<string, string>;
-  /** `optimization.cuda.graph_spec` as [batch_size, graph_lower_bound batch_size] pairs (captured at load). */
-  graphSpec?: ReadonlyArray<readonly [number, number]>;
-}
-
-/** Graphs for every power-of-two batch up to 64, each replayed padded by the batches down to the next smaller. */
-const POW2_GRAPHS: ReadonlyArray<readonly [number, number]> = [
-  [1, 1],
-  [2, 2],
-  [4, 3],
-  [8, 5],
-  [16, 9],
-  [32, 17],
-  [64, 33],
-];
+const MODELS = gpuModels({ modelsDir: MODELS_DIR, dry: DRY, only: ONLY });
 
 interface Row {
   what: string;
@@ -130,85 +99,6 @@ export function gpuBenchSkipReason(): string | undefined {
   }
   if (!existsSync(MAIN)) return `${MAIN} is missing (npm run build)`;
   return undefined;
-}
-
-function models(): GpuModel[] {
-  const bert = (dtype: 'fp32' | 'fp16', count: number): GpuModel => ({
-    name: `bert_${dtype}${count > 1 ? `_x${count}` : ''}`,
-    file: join(MODELS_DIR, `bert-${dtype}`, 'model.onnx'),
-    vocab: 30522,
-    hidden: 768,
-    datatype: dtype === 'fp32' ? 'FP32' : 'FP16',
-    count,
-    maxBatch: 64,
-    // One instance: no delay (requests queue while it runs, so batches fill anyway, and c=1 pays nothing).
-    // Two: a short delay, so that the idle instance does not take batches of one while the other computes.
-    queueDelayUs: count > 1 ? 1000 : 0,
-    baseline: `bert_${dtype}`,
-  });
-  const textEncoder: GpuModel = {
-    name: 'text_encoder',
-    file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
-    vocab: 1000,
-    hidden: 64,
-    datatype: 'FP32',
-    count: 1,
-    maxBatch: 64,
-    queueDelayUs: 0,
-    baseline: 'text_encoder',
-  };
-  const all: GpuModel[] = [
-    textEncoder,
-    bert('fp32', 1),
-    bert('fp32', 2),
-    bert('fp16', 1),
-    bert('fp16', 2),
-    // The CPU side of a GPU session: no intra-op pool at all (Triton-legal), against the default pool above.
-    { ...bert('fp16', 1), name: 'bert_fp16_t1', parameters: { intra_op_thread_count: '1' } },
-    // CUDA graphs (captured per batch shape, replayed; host inputs copied into fixed device buffers).
-    { ...bert('fp16', 1), name: 'bert_fp16_graph', cuda: { enable_cuda_graph: '1' } },
-    // The same, captured at load for power-of-two batches that the batches between replay padded (graph_spec).
-    { ...bert('fp16', 1), name: 'bert_fp16_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
-    // Two such instances: one's copies and host work overlap the other's replay.
-    { ...bert('fp16', 2), name: 'bert_fp16_graph_pad_x2', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
-    { ...textEncoder, name: 'text_encoder_graph', cuda: { enable_cuda_graph: '1' } },
-    { ...textEncoder, name: 'text_encoder_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
-  ];
-  return all.filter((m) => (!DRY || existsSync(m.file)) && (ONLY === undefined || ONLY.includes(m.name)));
-}
-
-function config(m: GpuModel): string {
-  const input = (n: string): string => `  { name: "${n}" data_type: TYPE_INT32 dims: [ -1 ] }`;
-  return [
-    `name: "${m.name}"`,
-    'platform: "onnxruntime_onnx"',
-    `max_batch_size: ${m.maxBatch}`,
-    `input [\n${['input_ids', 'attention_mask', 'token_type_ids'].map(input).join(',\n')}\n]`,
-    `output [ { name: "output" data_type: TYPE_${m.datatype} dims: [ -1, ${m.hidden} ] } ]`,
-    `instance_group [ { kind: ${KIND} count: ${m.count}${DRY ? '' : ' gpus: [ 0 ]'} } ]`,
-    `dynamic_batching { max_queue_delay_microseconds: ${m.queueDelayUs} }`,
-    ...Object.entries(m.parameters ?? {}).map(([k, v]) => `parameters { key: "${k}" value: { string_value: "${v}" } }`),
-    ...(m.cuda === undefined
-      ? []
-      : [
-          `optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "cuda" ${Object.entries(m.cuda)
-            .map(([k, v]) => `parameters { key: "${k}" value: "${v}" }`)
-            .join(' ')} } ] }${graphSpec(m)} }`,
-        ]),
-    '',
-  ].join('\n');
-}
-
-/** The model's graph_spec entries (all three inputs at the benchmark's sequence length), or nothing. */
-function graphSpec(m: GpuModel): string {
-  if (m.graphSpec === undefined) return '';
-  const inputs = ['input_ids', 'attention_mask', 'token_type_ids']
-    .map((n) => `input { key: "${n}" value { dim: [ ${SEQ} ] } }`)
-    .join(' ');
-  const specs = m.graphSpec.map(
-    ([b, lower]) => `{ batch_size: ${b} ${inputs} graph_lower_bound { batch_size: ${lower} ${inputs} } }`,
-  );
-  return ` cuda { graph_spec [ ${specs.join(', ')} ] }`;
 }
 
 /** One request of batch 1, the values bench/gpu/baselines.py uses. */
@@ -310,7 +200,7 @@ function add(row: Row): void {
 
 async function baselines(): Promise<void> {
   const seen = new Set<string>();
-  for (const m of models()) {
+  for (const m of MODELS) {
     if (seen.has(m.baseline)) continue;
     seen.add(m.baseline);
     progress(`baseline: onnxruntime-gpu Python, I/O binding, ${m.baseline}`);
@@ -329,7 +219,7 @@ async function baselines(): Promise<void> {
       m.baseline,
     );
   }
-  for (const m of models().filter((x) => x.name === x.baseline)) {
+  for (const m of MODELS.filter((x) => x.name === x.baseline)) {
     progress(`Nereid's engine called directly (no server), ${m.name}`);
     const job: { label?: string; syncToo?: boolean } & Record<string, unknown> = {
       file: m.file,
@@ -435,11 +325,11 @@ function label(transport: string, extra: string[]): string {
 
 async function nereid(work: string, transport: string, extra: string[]): Promise<void> {
   const repo = join(work, `repo-${transport}-${extra.join('_').replace(/[^a-z0-9]/gi, '')}`);
-  const list = models();
+  const list = MODELS;
   for (const m of list) {
     await mkdir(join(repo, m.name, '1'), { recursive: true });
     await copyFile(m.file, join(repo, m.name, '1', 'model.onnx'));
-    await writeFile(join(repo, m.name, 'config.pbtxt'), config(m));
+    await writeFile(join(repo, m.name, 'config.pbtxt'), modelConfig(m, DRY));
   }
   const port = await freePort();
   const http = `127.0.0.1:${port}`;
@@ -538,7 +428,7 @@ function report(ceiling: Row[]): string {
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   );
   const torchBest = best(rows.filter((r) => r.what.startsWith('torch')));
-  for (const m of models()) {
+  for (const m of MODELS) {
     const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
     const b = best(base);
     const b1 = base.find((r) => r.batch === 1);
@@ -557,7 +447,7 @@ function report(ceiling: Row[]): string {
     '## Goals (issue 11): ≥ 0.90 of the onnxruntime baseline at its best batch; c=1 p50 ≤ baseline batch-1 p50 + 100 µs',
     '',
   );
-  for (const m of models()) {
+  for (const m of MODELS) {
     const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
     const b = best(base);
     const b1 = base.find((r) => r.batch === 1);
