@@ -6,17 +6,8 @@ import { BatchCancels, runBatch, type Member } from '../run-batch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from '../scheduler.js';
 import { planDirect, planOldest, type Head, type Plan } from './plan.js';
 import type { SequenceSpec } from './spec.js';
-import {
-  controlTensors,
-  copyData,
-  correlationKey,
-  correlationText,
-  initialStates,
-  stateTensors,
-  zerosLike,
-  type CorrelationId,
-  type StoredState,
-} from './tensors.js';
+import { paddingRow, sequenceRow, type RowItem } from './rows.js';
+import { correlationKey, correlationText, type CorrelationId, type StoredState } from './tensors.js';
 
 /**
  * Triton's sequence batcher. Each request names a sequence (its correlation id); a sequence is bound to one
@@ -32,10 +23,8 @@ import {
  * START is refused. Threading: main thread only; one pump (on enqueue, on batch completion, on its one timer).
  */
 
-interface Item extends Member {
+interface Item extends RowItem {
   readonly seq: Seq;
-  readonly start: boolean;
-  readonly end: boolean;
   /** Request timeout while the sequence is in the backlog (ms since time origin), 0 = none. */
   readonly deadline: number;
 }
@@ -365,7 +354,11 @@ export class SequenceBatcher implements Scheduler {
       return item;
     });
     const proto = items.find((i): i is Item => i !== null) as Item;
-    const members = items.map((item): Member => (item === null ? this.#paddingRow(proto) : this.#row(item)));
+    const members = items.map((item): Member =>
+      item === null
+        ? paddingRow(this.#spec, this.#stateOutputs, proto)
+        : sequenceRow(this.#spec, this.#stateOutputs, item),
+    );
     // An END frees its slot as soon as it is in a batch (Triton): the next sequence runs in a later batch.
     rows.forEach((s, k) => {
       if (s !== null && items[k]?.end) this.#release(lane, s);
@@ -380,62 +373,6 @@ export class SequenceBatcher implements Scheduler {
       this.#ctx.pool.give(instance);
       this.#pump();
     });
-  }
-
-  /** A request as the engine sees it: its inputs, then the controls and states; its outputs, then the states. */
-  #row(item: Item): Member {
-    const spec = this.#spec;
-    const seq = item.seq;
-    const start = item.start || seq.pendingStart;
-    seq.pendingStart = false;
-    if (spec.states.length > 0 && (start || seq.states === undefined)) seq.states = initialStates(spec);
-    const flags = { start, end: item.end, ready: true, correlationId: seq.id };
-    const request: EngineRequest = {
-      ...item.request,
-      inputs: [
-        ...item.request.inputs,
-        ...controlTensors(spec, flags),
-        ...(seq.states ? stateTensors(spec, seq.states) : []),
-      ],
-      outputs: [...item.request.outputs, ...this.#stateOutputs],
-    };
-    const own = item.request.outputs.length;
-    // No signal: a started run is never abandoned, so the sequence's state always follows its requests. A
-    // client that went away meanwhile is answered CANCELLED below.
-    return {
-      request,
-      enqueuedAt: item.enqueuedAt,
-      resolve: (r) => {
-        if (seq.states !== undefined && !item.end) {
-          for (let k = 0; k < this.#stateOutputs.length; k++) {
-            const t = r.outputs[own + k];
-            if (t === undefined) continue;
-            seq.states.set(spec.states[k].inputName, {
-              shape: spec.maxBatchSize > 0 ? t.shape.slice(1) : [...t.shape],
-              data: copyData(t.data),
-            });
-          }
-        }
-        if (item.signal?.aborted) item.reject(new CancelledError('request was cancelled'));
-        else item.resolve(own === r.outputs.length ? r : { ...r, outputs: r.outputs.slice(0, own) });
-      },
-      reject: (e) => item.reject(e),
-    };
-  }
-
-  /** A padding row of a direct batch: zeros shaped like a real row, READY false, initial states. */
-  #paddingRow(proto: Item): Member {
-    const spec = this.#spec;
-    const request: EngineRequest = {
-      inputs: [
-        ...proto.request.inputs.map(zerosLike),
-        ...controlTensors(spec, { start: false, end: false, ready: false, correlationId: 0n }),
-        ...stateTensors(spec, initialStates(spec)),
-      ],
-      outputs: [...proto.request.outputs, ...this.#stateOutputs],
-      batchSize: 1,
-    };
-    return { request, enqueuedAt: performance.now(), resolve: () => {}, reject: () => {} };
   }
 
   /** One timer for the earliest of: a batch delay, an idle sequence, a backlog timeout. */
