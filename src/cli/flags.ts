@@ -1,4 +1,5 @@
 import { InvalidArgError } from '../core/errors.js';
+import { boolWord } from '../core/bool-word.js';
 import { SERVER_DEFAULTS } from '../server/defaults.js';
 import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
 import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
@@ -232,9 +233,9 @@ function levenshtein(a: string, b: string): number {
 }
 
 function parseBool(name: string, v: string): boolean {
-  if (/^(true|1|on|yes)$/i.test(v)) return true;
-  if (/^(false|0|off|no)$/i.test(v)) return false;
-  throw new InvalidArgError(`--${name} expects true or false, got '${v}'`);
+  const b = boolWord(v);
+  if (b === undefined) throw new InvalidArgError(`--${name} expects true or false, got '${v}'`);
+  return b;
 }
 
 /** Parses argv (after the sub-command). Returns the values with defaults and which flags were given. */

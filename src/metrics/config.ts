@@ -1,4 +1,5 @@
 import { InvalidArgError } from '../core/errors.js';
+import { boolWord } from '../core/bool-word.js';
 
 /** One target quantile of a summary and its allowed rank error (Triton's `summary_quantiles` pairs). */
 export interface QuantileTarget {
@@ -65,10 +66,9 @@ export function parseMetricsConfig(entries: readonly string[] = []): MetricsConf
 }
 
 function parseBool(key: string, value: string): boolean {
-  const v = value.toLowerCase();
-  if (v === 'true' || v === '1' || v === 'on') return true;
-  if (v === 'false' || v === '0' || v === 'off') return false;
-  throw new InvalidArgError(`--metrics-config ${key} must be true or false, got '${value}'`);
+  const b = boolWord(value);
+  if (b === undefined) throw new InvalidArgError(`--metrics-config ${key} must be true or false, got '${value}'`);
+  return b;
 }
 
 /** `0.5:0.05,0.9:0.01`: quantile:error pairs, each in [0, 1]. */

@@ -1,4 +1,5 @@
 import { InvalidArgError } from '../../core/errors.js';
+import { boolWord } from '../../core/bool-word.js';
 
 /**
  * The execution providers of Triton's onnxruntime backend (`optimization.execution_accelerators`: TensorRT, CUDA,
@@ -16,10 +17,11 @@ export interface ProviderPlan {
 
 /** Triton's ParseBoolValue spellings; normalized to "1"/"0" for onnxruntime. */
 export function parseBool(where: string, value: string): boolean {
-  const v = value.trim().toLowerCase();
-  if (v === 'true' || v === '1' || v === 'on' || v === 'yes') return true;
-  if (v === 'false' || v === '0' || v === 'off' || v === 'no') return false;
-  throw new InvalidArgError(`${where}: expected a boolean (true/false, 1/0, on/off, yes/no), got '${value}'`);
+  const b = boolWord(value);
+  if (b === undefined) {
+    throw new InvalidArgError(`${where}: expected a boolean (true/false, 1/0, on/off, yes/no), got '${value}'`);
+  }
+  return b;
 }
 
 export function parseInt32(where: string, value: string, min = -0x80000000): number {
