@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { oncePerTurn } from './once-per-turn.js';
 import type { EngineRequest, Instance } from '../backends/contract.js';
 import type { ModelDynamicBatching } from '../config/model-config.js';
 import { CancelWatch } from '../core/cancel-watch.js';
@@ -50,7 +51,8 @@ export class DynamicBatcher implements Scheduler {
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
   #timerAt = Infinity;
-  #pumpQueued = false;
+  /** The pump, once per turn of the event loop however often asked (once-per-turn.ts). */
+  readonly #schedulePump = oncePerTurn(() => this.#pump());
   #inflight = 0;
   readonly #running = new BatchCancels();
   #stopped = false;
@@ -109,19 +111,6 @@ export class DynamicBatcher implements Scheduler {
       this.#order?.push(item);
       this.#cancels.watch(signal, item);
       this.#schedulePump();
-    });
-  }
-
-  /**
-   * Runs the pump once at the end of this turn of the event loop (setImmediate): requests that arrive
-   * in the same poll phase are seen together, so they can share a batch.
-   */
-  #schedulePump(): void {
-    if (this.#pumpQueued) return;
-    this.#pumpQueued = true;
-    setImmediate(() => {
-      this.#pumpQueued = false;
-      this.#pump();
     });
   }
 

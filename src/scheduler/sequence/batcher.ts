@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { oncePerTurn } from '../once-per-turn.js';
 import type { EngineRequest, Instance } from '../../backends/contract.js';
 import { CancelWatch } from '../../core/cancel-watch.js';
 import { CancelledError, InvalidArgError, UnavailableError } from '../../core/errors.js';
@@ -73,7 +74,8 @@ export class SequenceBatcher implements Scheduler {
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
   #timerAt = Infinity;
-  #pumpQueued = false;
+  /** The pump, once per turn of the event loop however often asked (once-per-turn.ts). */
+  readonly #schedulePump = oncePerTurn(() => this.#pump());
   #stopped = false;
   #drained: (() => void)[] = [];
   readonly #cancels = new CancelWatch<Item>((item) =>
@@ -225,15 +227,6 @@ export class SequenceBatcher implements Scheduler {
     if (item.end) queue.splice(i, 0, RELEASE);
     item.reject(err);
     this.#schedulePump();
-  }
-
-  #schedulePump(): void {
-    if (this.#pumpQueued) return;
-    this.#pumpQueued = true;
-    setImmediate(() => {
-      this.#pumpQueued = false;
-      this.#pump();
-    });
   }
 
   #pump(): void {
