@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { STDIO, type CommandIo } from './command-io.js';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -199,13 +200,12 @@ function defaultConfigPath(output: string): string {
   return join(dirname(versionDir), 'config.pbtxt');
 }
 
-interface Io {
-  out: (s: string) => void;
-  err: (s: string) => void;
-}
-
 /** Runs the Python builder; progress lines go to `io.err` as they come. */
-export function runBuilder(env: TensorRTEnvironment, spec: ConvertSpec, io: Io): Promise<Record<string, unknown>> {
+export function runBuilder(
+  env: TensorRTEnvironment,
+  spec: ConvertSpec,
+  io: CommandIo,
+): Promise<Record<string, unknown>> {
   return new Promise((resolvePromise, reject) => {
     const child = spawn(
       env.executable,
@@ -248,7 +248,7 @@ export function runBuilder(env: TensorRTEnvironment, spec: ConvertSpec, io: Io):
 /** `nereid convert <argv>`; returns the exit code (0 built, 1 could not build, 2 bad usage). */
 export async function runConvert(
   argv: readonly string[],
-  io: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) },
+  io: CommandIo = STDIO,
   extra: { pythonPath?: readonly string[]; env?: Record<string, string> } = {},
 ): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {

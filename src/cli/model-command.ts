@@ -1,4 +1,5 @@
 import { mkdtemp, rm, stat, symlink } from 'node:fs/promises';
+import { helpExitCode, STDIO, type CommandIo } from './command-io.js';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { defaultBackends } from '../backends/index.js';
@@ -85,17 +86,12 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
 }
 
 /** Runs `nereid model <argv>`; returns the exit code. */
-export async function runModelCommand(
-  argv: readonly string[],
-  io: { out: (s: string) => void; err: (s: string) => void } = {
-    out: (s) => process.stdout.write(s),
-    err: (s) => process.stderr.write(s),
-  },
-): Promise<number> {
+export async function runModelCommand(argv: readonly string[], io: CommandIo = STDIO): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || rest.includes('--help')) {
+  const help = helpExitCode(sub, rest);
+  if (help !== undefined) {
     io.out(MODEL_HELP);
-    return sub === undefined ? 2 : 0;
+    return help;
   }
   if (sub !== 'check') throw new InvalidArgError(`unknown 'model' command '${sub}' (commands: check)`);
   return check(parseCheckArgs(rest), io.out, io.err);

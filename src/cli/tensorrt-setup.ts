@@ -1,4 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
+import { STDIO, type CommandIo } from './command-io.js';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -43,11 +44,6 @@ export const TENSORRT_HELP = `Usage:
 
 Exit status: 0 ready, 1 something is missing (said what), 2 bad usage.
 `;
-
-interface Io {
-  out: (s: string) => void;
-  err: (s: string) => void;
-}
 
 function parseArgs(
   argv: readonly string[],
@@ -149,7 +145,7 @@ export async function checkTensorRT(python: string, rec: SetupRecord | undefined
   }
 }
 
-function report(r: CheckResult, io: Io): boolean {
+function report(r: CheckResult, io: CommandIo): boolean {
   if (r.tensorrt) io.out(`TensorRT ${r.tensorrt} (${r.flavor} runtime) imports\n`);
   else io.err(`TensorRT does not import: ${r.import_error ?? 'unknown reason'}\n`);
   if (r.gpus) io.out(`GPUs: ${r.gpus.length === 0 ? 'none' : r.gpus.map((g, i) => `${i}: ${g}`).join('; ')}\n`);
@@ -160,7 +156,7 @@ function report(r: CheckResult, io: Io): boolean {
   return r.tensorrt !== undefined && (r.gpus?.length ?? 0) > 0 && r.runtime_error === undefined && r.plan?.ok !== false;
 }
 
-function run(cmd: string, args: string[], io: Io, env?: NodeJS.ProcessEnv): Promise<number> {
+function run(cmd: string, args: string[], io: CommandIo, env?: NodeJS.ProcessEnv): Promise<number> {
   io.err(`$ ${cmd} ${args.join(' ')}\n`);
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], env });
@@ -175,7 +171,7 @@ async function fallback(
   home: string,
   jar: string | undefined,
   wheels: string[],
-  io: Io,
+  io: CommandIo,
 ): Promise<SetupRecord | undefined> {
   const key = version.split('.').slice(0, 2).join('.');
   const artifact = MAVEN_ARTIFACTS[key];
@@ -242,10 +238,7 @@ async function fallback(
   };
 }
 
-export async function runTensorRTCommand(
-  argv: readonly string[],
-  io: Io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) },
-): Promise<number> {
+export async function runTensorRTCommand(argv: readonly string[], io: CommandIo = STDIO): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub === undefined || sub === '--help' || sub === '-h' || rest.includes('--help')) {
     io.out(TENSORRT_HELP);

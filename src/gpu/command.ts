@@ -1,4 +1,5 @@
 import { InvalidArgError, NereidError } from '../core/errors.js';
+import { helpExitCode, STDIO, type CommandIo } from '../cli/command-io.js';
 import { runCheck } from './check.js';
 import { ORT_LIB_DIR_ENV } from './providers.js';
 import { runSetup } from './setup.js';
@@ -48,17 +49,12 @@ export function parseGpuArgs(sub: string, argv: readonly string[]): Record<strin
 }
 
 /** Runs `nereid gpu <argv>`; returns the exit code. */
-export async function runGpuCommand(
-  argv: readonly string[],
-  io: { out: (s: string) => void; err: (s: string) => void } = {
-    out: (s) => process.stdout.write(s),
-    err: (s) => process.stderr.write(s),
-  },
-): Promise<number> {
+export async function runGpuCommand(argv: readonly string[], io: CommandIo = STDIO): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help' || rest.includes('--help')) {
+  const help = helpExitCode(sub, rest);
+  if (help !== undefined) {
     io.out(GPU_HELP);
-    return sub === undefined ? 2 : 0;
+    return help;
   }
   const print = (line: string): void => io.out(`${line}\n`);
   try {
