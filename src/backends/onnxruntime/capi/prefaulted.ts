@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads';
  *
  * Nothing is reused: a buffer taken is the caller's for good, so no response can ever see another's bytes. Memory
  * held: at most `depth` ready buffers per size in use, and never more than `maxBytes` ready or asked for in all.
- * Threading: one owner thread (the instance's engine thread).
+ * Threading: one owner thread, the one the instance runs on (the main thread, or its engine thread).
  */
 
 /** The helper thread: allocates, touches one byte per page (a write maps the page), transfers. Plain JavaScript. */
