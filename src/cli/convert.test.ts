@@ -52,7 +52,37 @@ describe('nereid convert: command line', () => {
     assert.deepEqual([...parseShapes('x', "'a b':1x3x224x224")], [['a b', [1, 3, 224, 224]]]);
   });
 
+  it("parses trtexec's I/O formats: one per tensor or one for all, linear only", () => {
+    const a = parseConvertArgs([
+      '--onnx',
+      'm.onnx',
+      '--inputIOFormats=int32:chw,int32:chw,int32:chw',
+      '--outputIOFormats=fp16:chw',
+      '--versionCompatible',
+      '--excludeLeanRuntime',
+    ]);
+    assert.deepEqual(
+      a.spec.io_formats?.inputs?.map((f) => f.dtype),
+      ['int32', 'int32', 'int32'],
+    );
+    assert.deepEqual(a.spec.io_formats?.outputs, [{ dtype: 'fp16', format: 'linear' }]);
+    assert.equal(a.spec.exclude_lean_runtime, true);
+    assert.equal(parseConvertArgs(['--onnx', 'm.onnx']).spec.io_formats, undefined);
+  });
+
   it('BAD USAGE - each mistake is named (exit 2)', () => {
+    assert.throws(
+      () => parseConvertArgs(['--onnx', 'm', '--inputIOFormats=int33:chw']),
+      /--inputIOFormats: 'int33:chw' is not type:format/,
+    );
+    assert.throws(
+      () => parseConvertArgs(['--onnx', 'm', '--outputIOFormats=fp16:hwc8']),
+      /format 'hwc8' in 'fp16:hwc8' is a vectorized layout; Nereid serves linear tensors only/,
+    );
+    assert.throws(
+      () => parseConvertArgs(['--onnx', 'm', '--excludeLeanRuntime']),
+      /--exclude-lean-runtime applies to version-compatible plans/,
+    );
     assert.throws(() => parseConvertArgs([]), /--onnx MODEL.onnx is required/);
     assert.throws(() => parseConvertArgs(['--onnx', 'm', '--fp16', '--bf16']), /exclude each other/);
     assert.throws(() => parseConvertArgs(['--onnx', 'm', '--int8']), /--int8 needs --calib/);
@@ -167,6 +197,62 @@ describe('nereid convert: building (TensorRT test double)', () => {
     assert.match(
       c.err.join(''),
       /TensorRT 11\.2\.1\.2 cannot build engines on Test Double GPU .*: its builder needs libnvinfer_builder_resource_sm90\.so\.11\.2\.1, which this TensorRT installation does not have .*pip install tensorrt-cu13==11\.2\.1\.2/,
+    );
+  });
+
+  it("TensorRT 10.6: the blog's I/O formats become the plan's types, FP16 is the builder flag, VC may leave out the lean runtime", async () => {
+    const plan = join(work, 'io', 'model.plan');
+    const c = capture();
+    const code = await runConvert(
+      [
+        '--onnx',
+        ENCODER,
+        '--saveEngine',
+        plan,
+        ...SHAPES,
+        '--fp16',
+        '--inputIOFormats=int64:chw,int64:chw,int64:chw',
+        '--outputIOFormats=fp16:chw',
+        '--versionCompatible',
+        '--excludeLeanRuntime',
+      ],
+      c.io,
+      { pythonPath: [DOUBLE], env: { NEREID_TRT_DOUBLE_VERSION: '10.6.0' } },
+    );
+    assert.equal(code, 0, c.err.join(''));
+    assert.match(c.out.join(''), /TensorRT 10\.6\.0, fp16/);
+    const built = JSON.parse(readFileSync(plan).subarray(MAGIC.length).toString()) as {
+      io: { name: string; dtype: string }[];
+      precision: string[];
+      strongly_typed: boolean;
+      trt_version: string;
+    };
+    assert.deepEqual(
+      built.io.map((t) => `${t.name}:${t.dtype}`),
+      ['input_ids:INT64', 'attention_mask:INT64', 'token_type_ids:INT64', 'output:HALF'],
+    );
+    assert.deepEqual(built.precision, ['FP16']);
+    assert.equal(built.strongly_typed, false);
+    assert.equal(built.trt_version, '10.6.0');
+  });
+
+  it('REFUSALS - I/O formats: a count that fits neither one nor every input; a type change on strongly typed TensorRT 11', async () => {
+    const go = async (args: string[], version: string): Promise<string> => {
+      const c = capture();
+      const extra = { pythonPath: [DOUBLE], env: { NEREID_TRT_DOUBLE_VERSION: version } };
+      assert.equal(
+        await runConvert(['--onnx', ENCODER, '--output', join(work, 'z.plan'), ...SHAPES, ...args], c.io, extra),
+        1,
+      );
+      return c.err.join('');
+    };
+    assert.match(
+      await go(['--inputIOFormats=int32:chw,int32:chw'], '10.6.0'),
+      /--inputIOFormats gives 2 formats; the model has 3 inputs \(\['input_ids', 'attention_mask', 'token_type_ids'\]\)/,
+    );
+    assert.match(
+      await go(['--inputIOFormats=int64:chw'], '11.2.1.2'),
+      /TensorRT 11\.2\.1\.2 builds strongly typed networks, where input 'input_ids' keeps the model's type .*export the ONNX model with int64 inputs/,
     );
   });
 

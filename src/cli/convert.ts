@@ -31,15 +31,53 @@ Builds a TensorRT plan from an ONNX model (trtexec's flag names are accepted too
                               activations are converted, then the network is built strongly typed)
   --int8 --calib FILE         INT8 from a calibration cache (TensorRT 10 only; TensorRT 11 needs a Q/DQ model)
   --workspace MIB             builder workspace limit in MiB (trtexec: --memPoolSize=workspace:MIB)
-  --version-compatible        a plan later TensorRT versions can run (trtexec: --versionCompatible)
+  --version-compatible        a plan later TensorRT versions can run (trtexec: --versionCompatible); it embeds
+                              the lean runtime, host code the serving runtime must be allowed to run
+  --exclude-lean-runtime      with --version-compatible: leave the lean runtime out (the serving TensorRT's
+                              own is used; trtexec: --excludeLeanRuntime)
   --timing-cache FILE         read and update a timing cache (trtexec: --timingCacheFile)
   --config [PATH]             also write the config.pbtxt auto-complete would give (default: <model>/config.pbtxt
                               when the output is <model>/<version>/model.plan)
   --model-name NAME           the name in that config (default: the model folder's name)
   --device N                  the GPU to build on (default 0)
   --python PY                 the Python with TensorRT (default: what 'nereid tensorrt setup' recorded)
-  --inputIOFormats/--outputIOFormats   accepted for trtexec compatibility; I/O types follow the ONNX model
+  --inputIOFormats SPEC        the plan's input types, trtexec's form: type:format per input in the model's input
+                              order, or one for all (e.g. int32:chw,int32:chw,int32:chw). Types fp32 fp16 bf16 int32
+                              int64 int8 uint8 bool; format chw (linear: the only layout Nereid serves)
+  --outputIOFormats SPEC      the same for outputs (e.g. fp16:chw)
 `;
+
+/** One network I/O tensor's type and layout, trtexec's `type:format`. */
+export interface IOFormat {
+  dtype: 'fp32' | 'fp16' | 'bf16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
+  format: 'linear';
+}
+
+const IO_TYPES = new Set(['fp32', 'fp16', 'bf16', 'int32', 'int64', 'int8', 'uint8', 'bool']);
+/** trtexec's names of the linear layout; the vectorized ones (hwc8, chw32...) are for image kernels. */
+const LINEAR_FORMATS = new Set(['chw', 'linear', 'dhw', 'hw', 'w']);
+
+/** trtexec's `--inputIOFormats=int32:chw,int32:chw` (formats joined by `+` pick among several: one only here). */
+export function parseIOFormats(flag: string, raw: string): IOFormat[] {
+  return raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '')
+    .map((p) => {
+      const [dtype, format = 'chw', extra] = p.toLowerCase().split(':');
+      if (extra !== undefined || !IO_TYPES.has(dtype)) {
+        throw new InvalidArgError(
+          `--${flag}: '${p}' is not type:format (types: ${[...IO_TYPES].join(', ')}; format: chw)`,
+        );
+      }
+      if (!LINEAR_FORMATS.has(format)) {
+        throw new InvalidArgError(
+          `--${flag}: format '${format}' in '${p}' is a vectorized layout; Nereid serves linear tensors only (use chw)`,
+        );
+      }
+      return { dtype: dtype as IOFormat['dtype'], format: 'linear' };
+    });
+}
 
 export interface ConvertSpec {
   onnx: string;
@@ -50,8 +88,11 @@ export interface ConvertSpec {
   calibration_cache?: string;
   workspace_mib?: number;
   version_compatible: boolean;
+  exclude_lean_runtime?: boolean;
   timing_cache?: string;
   device: number;
+  /** Types of the plan's inputs and outputs, in the network's order (one entry: all of them); absent: the model's. */
+  io_formats?: { inputs?: IOFormat[]; outputs?: IOFormat[] };
 }
 
 export interface ConvertArgs {
@@ -70,8 +111,9 @@ const ALIASES: Record<string, string> = {
   timingCacheFile: 'timing-cache',
   versionCompatible: 'version-compatible',
   vc: 'version-compatible',
+  excludeLeanRuntime: 'exclude-lean-runtime',
 };
-const BOOLEAN = new Set(['fp16', 'bf16', 'int8', 'version-compatible']);
+const BOOLEAN = new Set(['fp16', 'bf16', 'int8', 'version-compatible', 'exclude-lean-runtime']);
 const VALUED = new Set([
   'onnx',
   'output',
@@ -136,6 +178,9 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   const onnx = v.onnx;
   if (typeof onnx !== 'string') throw new InvalidArgError('--onnx MODEL.onnx is required (see nereid convert --help)');
   if (v.fp16 && v.bf16) throw new InvalidArgError('--fp16 and --bf16 exclude each other');
+  if (v['exclude-lean-runtime'] && !v['version-compatible']) {
+    throw new InvalidArgError('--exclude-lean-runtime applies to version-compatible plans: add --version-compatible');
+  }
   if (v.int8 && typeof v.calib !== 'string') {
     throw new InvalidArgError('--int8 needs --calib=<calibration cache> (Nereid does not calibrate by itself)');
   }
@@ -161,10 +206,9 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
     if (!Number.isSafeInteger(workspace) || workspace <= 0)
       throw new InvalidArgError(`--workspace=${String(ws)}: expected MiB > 0`);
   }
-  for (const io of ['inputIOFormats', 'outputIOFormats']) {
-    if (v[io] !== undefined)
-      notes.push(`--${io} is accepted for trtexec compatibility; the plan's I/O types follow the ONNX model`);
-  }
+  const ioFormats: NonNullable<ConvertSpec['io_formats']> = {};
+  if (typeof v.inputIOFormats === 'string') ioFormats.inputs = parseIOFormats('inputIOFormats', v.inputIOFormats);
+  if (typeof v.outputIOFormats === 'string') ioFormats.outputs = parseIOFormats('outputIOFormats', v.outputIOFormats);
   const device = v.device === undefined ? 0 : Number(v.device);
   if (!Number.isSafeInteger(device) || device < 0)
     throw new InvalidArgError(`--device=${String(v.device)}: expected a GPU index`);
@@ -179,8 +223,10 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
       calibration_cache: typeof v.calib === 'string' ? resolve(v.calib) : undefined,
       workspace_mib: workspace,
       version_compatible: v['version-compatible'] === true,
+      ...(v['exclude-lean-runtime'] === true ? { exclude_lean_runtime: true } : {}),
       timing_cache: typeof v['timing-cache'] === 'string' ? resolve(v['timing-cache']) : undefined,
       device,
+      ...(ioFormats.inputs || ioFormats.outputs ? { io_formats: ioFormats } : {}),
     },
     config: v.config === undefined ? undefined : v.config === true ? defaultConfigPath(output) : resolve(v.config),
     modelName: typeof v['model-name'] === 'string' ? v['model-name'] : undefined,

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, beforeEach, describe, it } from 'node:test';
 import { DOUBLE, MAGIC, PYTHON, addSubPlan } from '../../test/helpers/tensorrt.js';
-import { runTensorRTCommand } from './tensorrt-setup.js';
+import { fallbackPlan, runTensorRTCommand, sha1Mismatch } from './tensorrt-setup.js';
 
 // `nereid tensorrt setup/check` with the TEST DOUBLE of TensorRT standing in for an installed TensorRT (on
 // PYTHONPATH). Installing NVIDIA's wheels or the Maven Central fallback needs the network and is exercised by
@@ -19,7 +19,13 @@ beforeEach(() => {
   process.env.PYTHONPATH = DOUBLE;
 });
 afterEach(() => {
-  for (const k of ['NEREID_TENSORRT_HOME', 'PYTHONPATH', 'NEREID_CUDA_DOUBLE_GPUS']) {
+  for (const k of [
+    'NEREID_TENSORRT_HOME',
+    'PYTHONPATH',
+    'NEREID_CUDA_DOUBLE_GPUS',
+    'NEREID_TRT_DOUBLE_VERSION',
+    'NEREID_TRT_DOUBLE_BUILDER',
+  ]) {
     if (saved[k] === undefined) delete process.env[k];
     else process.env[k] = saved[k];
   }
@@ -54,6 +60,51 @@ describe('nereid tensorrt setup / check', () => {
     const no = await cli(['check', '--plan', bad]);
     assert.equal(no.code, 1);
     assert.match(no.err, /plan: TensorRT 11\.2\.1\.2 cannot deserialize plan .*Serialization/);
+  });
+
+  it('check builds a tiny plan on GPU 0 and runs it (the answer checked), with TensorRT 10 and 11', async () => {
+    for (const v of ['11.2.1.2', '10.6.0']) {
+      process.env.NEREID_TRT_DOUBLE_VERSION = v;
+      await cli(['setup', '--python', python, '--home', home]);
+      const r = await cli(['check']);
+      assert.equal(r.code, 0, r.err);
+      assert.match(r.out, new RegExp(`TensorRT ${v.replace(/\./g, '\\.')} \\(full runtime\\) imports`));
+      assert.match(
+        r.out,
+        /builder on GPU 0: works, built a \d+-byte plan \(y = x \+ x\) in [\d.]+ s and ran it: the answer is right/,
+      );
+    }
+  });
+
+  it("NO BUILDER - a TensorRT that imports and runs plans but cannot build on this GPU: TensorRT's reason (exit 1)", async () => {
+    await cli(['setup', '--python', python, '--home', home]);
+    process.env.NEREID_TRT_DOUBLE_BUILDER = 'missing-resource';
+    const r = await cli(['check']);
+    assert.equal(r.code, 1);
+    assert.match(r.out, /TensorRT runtime created on GPU 0/);
+    assert.match(r.err, /builder on GPU 0: Unable to load library: libnvinfer_builder_resource_sm90/);
+  });
+
+  it('the fallback: 10.6 from Maven Central with the CUDA 12 bindings, later versions with CUDA 13; unknown versions none', () => {
+    const p = fallbackPlan('10.6.0');
+    assert.equal(
+      p?.url,
+      'https://repo1.maven.org/maven2/org/bytedeco/tensorrt/10.6-1.5.11/tensorrt-10.6-1.5.11-linux-x86_64-redist.jar',
+    );
+    assert.deepEqual(p?.packages, ['tensorrt-cu12-bindings==10.6.0', 'cuda-bindings>=12.6,<13', 'numpy']);
+    assert.equal(fallbackPlan('11.2.1.2')?.packages[0], 'tensorrt-cu13-bindings==11.2.1.2');
+    assert.equal(fallbackPlan('9.3.0'), undefined);
+  });
+
+  it("BAD DOWNLOAD - a file whose SHA-1 is not Maven Central's is named; a published value that is no SHA-1 too", async () => {
+    const f = join(home, 'x.jar');
+    writeFileSync(f, 'abc');
+    assert.equal(await sha1Mismatch(f, 'a9993e364706816aba3e25717850c26c9cd0d89d  x.jar\n'), undefined);
+    assert.match(
+      (await sha1Mismatch(f, '0000000000000000000000000000000000000000')) ?? '',
+      /SHA-1 of .*x\.jar is a9993e364706816aba3e25717850c26c9cd0d89d, Maven Central publishes 0{40}/,
+    );
+    assert.match((await sha1Mismatch(f, '<html>404</html>')) ?? '', /is not a SHA-1/);
   });
 
   it('NO GPU - check says what CUDA says (exit 1)', async () => {

@@ -1,8 +1,9 @@
 import { execFile, spawn } from 'node:child_process';
 import { STDIO, type CommandIo } from './command-io.js';
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { InvalidArgError } from '../core/errors.js';
 import { readSetupRecord, tensorrtHome, type SetupRecord } from '../backends/tensorrt/environment.js';
@@ -23,24 +24,64 @@ import { ROOT, PYTHON_DIR } from '../backends/python/interpreter.js';
 
 const execFileP = promisify(execFile);
 
-/** TensorRT version -> the Maven Central redistributable carrying its libraries (linux-x86_64, CUDA 13). */
-export const MAVEN_ARTIFACTS: Readonly<Record<string, { maven: string; bindings: string }>> = Object.freeze({
-  '11.2': { maven: '11.2-1.5.14', bindings: '11.2.1.2' },
-  '10.15': { maven: '10.15-1.5.13', bindings: '10.15.1.29' },
-});
+/**
+ * TensorRT version -> the Maven Central redistributable carrying its libraries (linux-x86_64) and the PyPI
+ * bindings that match it. `cuda`: the CUDA major the libraries link (cudart is linked in), which names the bindings
+ * wheel (`tensorrt-cu12-bindings`) and picks the cuda-bindings line. 10.6 is the last of these jars with the
+ * all-architecture builder resource (measured on an H200: later jars ship only the PTX one, and their builder
+ * fails on sm_90), so it is the fallback's default: the one that can build plans on the GPU.
+ */
+export const MAVEN_ARTIFACTS: Readonly<Record<string, { maven: string; bindings: string; cuda: 12 | 13 }>> =
+  Object.freeze({
+    '10.6': { maven: '10.6-1.5.11', bindings: '10.6.0', cuda: 12 },
+    '10.15': { maven: '10.15-1.5.13', bindings: '10.15.1.29', cuda: 13 },
+    '11.2': { maven: '11.2-1.5.14', bindings: '11.2.1.2', cuda: 13 },
+  });
+/** NVIDIA's own wheels, where pypi.nvidia.com is reachable. */
 export const DEFAULT_VERSION = '11.2.1.2';
+/** The fallback's, where it is not: the newest redistributable whose builder works on every architecture. */
+export const FALLBACK_VERSION = '10.6.0';
+
+/** What the fallback installs for a TensorRT version: the jar's URL, and the PyPI packages beside it. */
+export function fallbackPlan(version: string): { url: string; jar: string; packages: string[] } | undefined {
+  const a = MAVEN_ARTIFACTS[version.split('.').slice(0, 2).join('.')];
+  if (a === undefined) return undefined;
+  const jar = `tensorrt-${a.maven}-linux-x86_64-redist.jar`;
+  return {
+    url: `https://repo1.maven.org/maven2/org/bytedeco/tensorrt/${a.maven}/${jar}`,
+    jar,
+    packages: [
+      `tensorrt-cu${a.cuda}-bindings==${a.bindings}`,
+      a.cuda === 12 ? 'cuda-bindings>=12.6,<13' : 'cuda-bindings>=13,<14',
+      'numpy',
+    ],
+  };
+}
+
+/** The SHA-1 Maven Central publishes beside every artifact (`<url>.sha1`) against the file's; a message or undefined. */
+export async function sha1Mismatch(file: string, published: string): Promise<string | undefined> {
+  const want = published.trim().split(/\s+/)[0]?.toLowerCase() ?? '';
+  if (!/^[0-9a-f]{40}$/.test(want)) return `the published checksum '${published.trim().slice(0, 60)}' is not a SHA-1`;
+  const hash = createHash('sha1');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  const got = hash.digest('hex');
+  return got === want ? undefined : `SHA-1 of ${file} is ${got}, Maven Central publishes ${want}`;
+}
 
 export const TENSORRT_HELP = `Usage:
   nereid tensorrt setup [--python PY] [--version V] [--home DIR] [--fallback-only] [--jar FILE] [--wheel FILE]...
       Finds TensorRT in PY (default: the repository .venv, else python3) or installs it: NVIDIA's tensorrt-cu13==V
-      wheels, else (NVIDIA's index unreachable) the libraries from Maven Central plus PyPI's tensorrt-cu13-bindings.
-      --version V      the TensorRT version your plans were built with (default ${DEFAULT_VERSION})
+      wheels, else (NVIDIA's index unreachable) the libraries from Maven Central (checked against its SHA-1) plus
+      PyPI's tensorrt-cuNN-bindings; then builds and runs a tiny plan on GPU 0.
+      --version V      the TensorRT version your plans were built with (default ${DEFAULT_VERSION}; the fallback's
+                       default is ${FALLBACK_VERSION}, the newest redistributable that builds on every GPU architecture)
       --home DIR       where the fallback goes and env.json is written (default $NEREID_TENSORRT_HOME or ~/.cache/nereid/tensorrt)
       --fallback-only  skip NVIDIA's wheels (this machine cannot reach pypi.nvidia.com)
       --jar FILE       a downloaded org.bytedeco tensorrt linux-x86_64-redist jar, or a folder with its libraries (offline)
-      --wheel FILE     wheels to install instead of downloading (tensorrt-cu13-bindings, cuda-bindings; offline)
+      --wheel FILE     wheels to install instead of downloading (tensorrt-cuNN-bindings, cuda-bindings; offline)
   nereid tensorrt check [--plan PATH]
-      Imports TensorRT with what setup recorded, lists the GPUs, creates a runtime; with --plan, deserializes it.
+      Imports TensorRT with what setup recorded, lists the GPUs, creates a runtime, builds and runs a tiny plan
+      (does the builder work on this GPU?); with --plan, deserializes it.
 
 Exit status: 0 ready, 1 something is missing (said what), 2 bad usage.
 `;
@@ -93,52 +134,16 @@ export interface CheckResult {
   cuda_error?: string;
   gpus?: string[];
   runtime_error?: string;
+  /** A tiny plan built and run on GPU 0 (full runtimes only): whether this TensorRT can build on this GPU. */
+  builder?: { ok: boolean; message: string };
   plan?: { ok: boolean; message: string };
 }
 
-const CHECK_PY = `
-import json, os, sys
-out = sys.stdout; sys.stdout = sys.stderr
-r = {}
-try:
-    import tensorrt as trt
-    r["tensorrt"] = trt.__version__; r["flavor"] = "full"
-except Exception as e:
-    try:
-        import tensorrt_lean as trt
-        r["tensorrt"] = trt.__version__; r["flavor"] = "lean"
-    except Exception as e2:
-        r["import_error"] = f"{type(e).__name__}: {e}"
-        trt = None
-from nereid_python.engines.tensorrt import gpu, loader
-try:
-    n = gpu.device_count()
-    r["gpus"] = [gpu.device_name(i) for i in range(n)]
-except Exception as e:
-    r["cuda_error"] = str(e)
-if trt is not None and "gpus" in r and r["gpus"]:
-    msgs = []
-    lg = loader.make_logger(trt, lambda s, m: msgs.append(m) if s in ("ERROR", "INTERNAL_ERROR") else None)
-    try:
-        gpu.set_device(0)
-        rt = loader.create_runtime(trt, r["flavor"], lg, True)
-        plan = os.environ.get("NEREID_CHECK_PLAN")
-        if plan:
-            try:
-                eng = loader.deserialize(trt, rt, lg, plan)
-                r["plan"] = {"ok": True, "message": f"deserialized: {eng.num_io_tensors} I/O tensors, {eng.num_optimization_profiles} profile(s)"}
-            except Exception as e:
-                r["plan"] = {"ok": False, "message": str(e)}
-    except Exception as e:
-        r["runtime_error"] = str(e)
-out.write(json.dumps(r) + "\\n"); out.flush(); os._exit(0)
-`;
-
 export async function checkTensorRT(python: string, rec: SetupRecord | undefined, plan?: string): Promise<CheckResult> {
   const env = envFor(rec);
-  if (plan) env.NEREID_CHECK_PLAN = plan;
   try {
-    const { stdout } = await execFileP(python, ['-c', CHECK_PY], { env, timeout: 300_000, maxBuffer: 16 << 20 });
+    const args = ['-m', 'nereid_python.engines.tensorrt.check', ...(plan ? ['--plan', plan] : [])];
+    const { stdout } = await execFileP(python, args, { env, timeout: 300_000, maxBuffer: 16 << 20 });
     return JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as CheckResult;
   } catch (e) {
     return { import_error: `cannot run ${python}: ${(e as Error).message.split('\n')[0]}` };
@@ -152,16 +157,50 @@ function report(r: CheckResult, io: CommandIo): boolean {
   if (r.cuda_error) io.err(`CUDA: ${r.cuda_error}\n`);
   if (r.runtime_error) io.err(`TensorRT runtime: ${r.runtime_error}\n`);
   else if (r.tensorrt && r.gpus?.length) io.out('TensorRT runtime created on GPU 0\n');
+  if (r.builder)
+    (r.builder.ok ? io.out : io.err)(`builder on GPU 0: ${r.builder.ok ? 'works, ' : ''}${r.builder.message}\n`);
+  else if (r.flavor === 'lean') io.out('builder: none (a lean runtime runs version-compatible plans only)\n');
   if (r.plan) (r.plan.ok ? io.out : io.err)(`plan: ${r.plan.message}\n`);
-  return r.tensorrt !== undefined && (r.gpus?.length ?? 0) > 0 && r.runtime_error === undefined && r.plan?.ok !== false;
+  return (
+    r.tensorrt !== undefined &&
+    (r.gpus?.length ?? 0) > 0 &&
+    r.runtime_error === undefined &&
+    r.builder?.ok !== false &&
+    r.plan?.ok !== false
+  );
 }
 
+/**
+ * Runs a step, its progress (stdout) shown as it comes. Its stderr is kept, and on failure only its `ERROR:` lines
+ * (or its last line) are shown: pip's tracebacks are for pip's developers, not for someone installing TensorRT.
+ */
 function run(cmd: string, args: string[], io: CommandIo, env?: NodeJS.ProcessEnv): Promise<number> {
   io.err(`$ ${cmd} ${args.join(' ')}\n`);
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], env });
-    child.on('error', () => resolve(127));
-    child.on('close', (code) => resolve(code ?? 1));
+    const child = spawn(cmd, args, { stdio: ['ignore', 'inherit', 'pipe'], env });
+    const kept: string[] = [];
+    let size = 0;
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      if (size < 1 << 20) kept.push(d);
+      size += d.length;
+      if (cmd === 'curl') io.err(d); // curl's progress bar is on stderr
+    });
+    child.on('error', (e) => {
+      io.err(`cannot run ${cmd}: ${e.message}\n`);
+      resolve(127);
+    });
+    child.on('close', (code) => {
+      if (code !== 0 && cmd !== 'curl') {
+        const lines = kept
+          .join('')
+          .split('\n')
+          .map((l) => l.trim())
+          .filter((l) => l !== '');
+        const errors = lines.filter((l) => l.startsWith('ERROR:') || l.startsWith('error:'));
+        for (const l of errors.length > 0 ? errors : lines.slice(-1)) io.err(`  ${l}\n`);
+      }
+      resolve(code ?? 1);
+    });
   });
 }
 
@@ -173,9 +212,8 @@ async function fallback(
   wheels: string[],
   io: CommandIo,
 ): Promise<SetupRecord | undefined> {
-  const key = version.split('.').slice(0, 2).join('.');
-  const artifact = MAVEN_ARTIFACTS[key];
-  if (artifact === undefined && jar === undefined) {
+  const plan = fallbackPlan(version);
+  if (plan === undefined && jar === undefined) {
     io.err(
       `no Maven Central redistributable is known for TensorRT ${version} (known: ${Object.keys(MAVEN_ARTIFACTS).join(', ')}); give --jar\n`,
     );
@@ -185,14 +223,27 @@ async function fallback(
   await mkdir(lib, { recursive: true });
   let source = jar;
   if (source === undefined) {
-    const url = `https://repo1.maven.org/maven2/org/bytedeco/tensorrt/${artifact!.maven}/tensorrt-${artifact!.maven}-linux-x86_64-redist.jar`;
-    source = join(home, `tensorrt-${artifact!.maven}-linux-x86_64-redist.jar`);
+    source = join(home, plan!.jar);
     if (!existsSync(source)) {
-      if ((await run('curl', ['-fL', '--progress-bar', '-o', `${source}.part`, url], io)) !== 0) {
-        io.err(`cannot download ${url}\n`);
+      io.out(`downloading ${plan!.url} (about 1.1 GB)\n`);
+      const part = `${source}.part`;
+      if ((await run('curl', ['-fL', '--progress-bar', '-o', part, plan!.url], io)) !== 0) {
+        io.err(`cannot download ${plan!.url}\n`);
         return undefined;
       }
-      await rename(`${source}.part`, source);
+      if ((await run('curl', ['-fsSL', '-o', `${part}.sha1`, `${plan!.url}.sha1`], io)) !== 0) {
+        io.err(`cannot download ${plan!.url}.sha1 to check the download against\n`);
+        return undefined;
+      }
+      const bad = await sha1Mismatch(part, await readFile(`${part}.sha1`, 'utf8'));
+      await rm(`${part}.sha1`, { force: true });
+      if (bad !== undefined) {
+        await rm(part, { force: true });
+        io.err(`the download is damaged: ${bad}; run the setup again\n`);
+        return undefined;
+      }
+      io.out("checksum matches Maven Central's SHA-1\n");
+      await rename(part, source);
     }
   }
   if (source.endsWith('.jar')) {
@@ -207,7 +258,7 @@ async function fallback(
   }
   const site = join(home, 'site');
   const pkgs =
-    wheels.length > 0 ? wheels : [`tensorrt-cu13-bindings==${artifact?.bindings ?? version}`, 'cuda-bindings', 'numpy'];
+    wheels.length > 0 ? wheels : (plan?.packages ?? [`tensorrt-cu13-bindings==${version}`, 'cuda-bindings', 'numpy']);
   const pipArgs = [
     '-m',
     'pip',
@@ -227,14 +278,14 @@ async function fallback(
   await mkdir(shim, { recursive: true });
   await writeFile(
     join(shim, '__init__.py'),
-    '"""Written by nereid tensorrt setup: NVIDIA\'s tensorrt-cu13-bindings wheel names its module tensorrt_bindings."""\nfrom tensorrt_bindings import *  # noqa: F401,F403\nfrom tensorrt_bindings import __version__  # noqa: F401\n',
+    '"""Written by nereid tensorrt setup: NVIDIA\'s tensorrt-cuNN-bindings wheels name their module tensorrt_bindings."""\nfrom tensorrt_bindings import *  # noqa: F401,F403\nfrom tensorrt_bindings import __version__  # noqa: F401\n',
   );
   return {
     python,
     ld_library_path: [lib],
     python_path: [join(home, 'shim'), site],
     tensorrt_version: version,
-    source: `Maven Central org.bytedeco:tensorrt:${artifact?.maven ?? '?'} (libraries) + PyPI tensorrt-cu13-bindings`,
+    source: `Maven Central ${plan ? plan.jar : basename(source)} (libraries) + PyPI ${plan?.packages[0] ?? 'bindings'}`,
   };
 }
 
@@ -294,7 +345,11 @@ export async function runTensorRTCommand(argv: readonly string[], io: CommandIo 
         }
       }
       if (rec === undefined) {
-        rec = await fallback(python, version, home, a.jar?.[0], a.wheel ?? [], io);
+        // Where the user named no version, the fallback installs the one that builds on every GPU architecture.
+        const fbVersion = a.version?.[0] ?? FALLBACK_VERSION;
+        if (fbVersion !== version)
+          io.out(`the fallback installs TensorRT ${fbVersion} (its builder works on every GPU architecture)\n`);
+        rec = await fallback(python, fbVersion, home, a.jar?.[0], a.wheel ?? [], io);
         if (rec === undefined) return 1;
         r = await checkTensorRT(python, rec);
       }

@@ -9,6 +9,12 @@ describe('code in load requests', () => {
     assert.equal(codeInLoadRequest(undefined, files('1/model.py')), 'file:1/model.py');
     assert.equal(codeInLoadRequest(undefined, files('1/model.pt')), 'file:1/model.pt');
     assert.equal(codeInLoadRequest(undefined, files('1/libcustom.so')), 'file:1/libcustom.so');
+    assert.equal(codeInLoadRequest(undefined, files('1/model.plan')), 'file:1/model.plan');
+    assert.match(
+      codeInLoadRequest({ platform: 'tensorrt_plan' }, files('1/engine.bin')) ?? '',
+      /executes its model file/,
+    );
+    assert.match(codeInLoadRequest({ backend: 'tensorrt' }, files('1/engine.bin')) ?? '', /'tensorrt' backend/);
     assert.match(codeInLoadRequest({ backend: 'python' }, files('1/weights.bin')) ?? '', /'python' backend/);
     assert.match(
       codeInLoadRequest({ platform: 'pytorch_libtorch' }, files('1/anything')) ?? '',

@@ -5,14 +5,15 @@ import { InvalidArgError } from '../core/errors.js';
  * Trust: a model repository is the operator's, so the code in it (a model.py, a TorchScript file) runs. A load
  * request is anybody who can reach the repository API, so code it carries is refused unless the operator started
  * the server with `--allow-code-in-load-requests`. "Code" is what a backend would execute: Python sources and
- * bytecode, pickled/TorchScript models, native libraries, packed Python environments; any file sent for a
- * backend that executes its model file (python, pytorch); and config settings that pick an interpreter or load
- * native code (EXECUTION_ENV_PATH, model_operations).
+ * bytecode, pickled/TorchScript models, native libraries, packed Python environments, TensorRT plans (a
+ * version-compatible plan carries a lean runtime that TensorRT runs as host code, and any plan may need plugin
+ * code); any file sent for a backend that executes its model file (python, pytorch, tensorrt); and config
+ * settings that pick an interpreter or load native code (EXECUTION_ENV_PATH, model_operations).
  */
 
-const CODE_FILE = /\.(py|pyc|pyo|pyd|pt|pth|pt2|so|dylib|dll|tgz|tar\.gz|sh)$/i;
-const CODE_BACKENDS = new Set(['python', 'pytorch']);
-const CODE_PLATFORMS = new Set(['pytorch_libtorch', 'torch_aoti']);
+const CODE_FILE = /\.(py|pyc|pyo|pyd|pt|pth|pt2|so|dylib|dll|tgz|tar\.gz|sh|plan)$/i;
+const CODE_BACKENDS = new Set(['python', 'pytorch', 'tensorrt']);
+const CODE_PLATFORMS = new Set(['pytorch_libtorch', 'torch_aoti', 'tensorrt_plan']);
 
 /** What in a load request is code, described for the error message; undefined when nothing is. */
 export function codeInLoadRequest(

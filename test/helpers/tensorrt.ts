@@ -46,6 +46,8 @@ export interface FakePlan {
   device_memory?: number;
   per_profile?: number[];
   sleep_ms?: number;
+  /** The TensorRT version that "built" it (the double refuses a plan of another major version, as TensorRT). */
+  trt_version?: string;
 }
 
 /** Two FP32 inputs [-1,4], OUTPUT0 = sum, OUTPUT1 = difference; profile 0 batch 1..8 (opt 4), profile 1 1..32 (opt 16). */

@@ -1,8 +1,6 @@
-// Rename to tensorrt-serve.test.ts once this branch is merged into main (it needs main's serve() and registry, with
-// tensorrtBackend() in src/backends/index.ts). Verified on a local merge of main + trt: 3 passed.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { DOUBLE, removeModel, seedPlan, writeModel, type FakePlan } from '../helpers/tensorrt.js';
+import { DOUBLE, planBytes, removeModel, seedPlan, writeModel, type FakePlan } from '../helpers/tensorrt.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 
 // The seed's repository layout (`model_2/1/model.plan`, no config.pbtxt) served by the real server over HTTP, with
@@ -88,5 +86,33 @@ describe("TensorRT over HTTP: the seed's model_2 with no config", () => {
       error,
       /input 'input_ids' shape \[1,12\] is outside every optimization profile of this instance \(profile 0: \[1\.\.8,1\.\.8\]\)/,
     );
+  });
+});
+
+describe('TensorRT plans in load requests', () => {
+  const load = (url: string, plan: Buffer) =>
+    fetch(`${url}/v2/repository/models/sent/load`, {
+      method: 'POST',
+      body: JSON.stringify({
+        parameters: {
+          config: JSON.stringify({ platform: 'tensorrt_plan', max_batch_size: 8 }),
+          'file:1/model.plan': plan.toString('base64'),
+        },
+      }),
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as { error?: string } }));
+
+  it('BAD CALL - a plan is code (a version-compatible one runs host code): refused without --allow-code-in-load-requests', async () => {
+    const a = writeModel('model_2', seedPlan());
+    const s = await startNereid({ repositories: [a.root], gpus: [0], modelControlMode: 'explicit' });
+    try {
+      const r = await load(s.url, planBytes({ ...seedPlan(), version_compatible: true }));
+      assert.equal(r.status, 400);
+      assert.match(r.body.error ?? '', /carries code \(file:1\/model\.plan\).*--allow-code-in-load-requests/);
+      const ready = await fetch(`${s.url}/v2/models/sent/ready`);
+      assert.notEqual(ready.status, 200, 'nothing was loaded');
+    } finally {
+      await s.close();
+      removeModel(a.root);
+    }
   });
 });

@@ -7,27 +7,46 @@ import { ROOT } from '../python/interpreter.js';
 import { PYTHON } from '../../../test/helpers/tensorrt.js';
 
 // The TEST DOUBLE of TensorRT and CUDA (test/fixtures/tensorrt/double) must offer nothing the real APIs lack:
-// compared with fixtures dumped from the real TensorRT 11.2 bindings and cuda-bindings
-// (scripts/tensorrt/dump_api.py; on the H200, scripts/gpu/tensorrt-on-device.sh dumps them again and diffs).
+// compared with fixtures dumped from the real TensorRT 10.6 and 11.2 bindings and cuda-bindings 12.9 and 13
+// (scripts/tensorrt/dump_api.py; the bindings import without a GPU, so they were dumped on this machine; on the
+// H200, scripts/gpu/tensorrt-on-device.sh dumps them again and diffs). NEREID_TRT_DOUBLE_VERSION picks the surface.
 
 const python = PYTHON;
 const fixtures = join(ROOT, 'test/fixtures/tensorrt');
 const env = { ...process.env, PYTHONPATH: join(fixtures, 'double') };
 
 describe('TensorRT test double', () => {
-  it('offers only names, members and parameters the real TensorRT 11.2 and cuda-bindings APIs have', () => {
-    const r = spawnSync(
-      python,
-      [
-        join(ROOT, 'scripts/tensorrt/check_double.py'),
-        `tensorrt=${join(fixtures, 'api-11.2.json')}`,
-        `tensorrt_lean=${join(fixtures, 'api-11.2.json')}`,
-        `cuda.bindings.runtime=${join(fixtures, 'cuda-runtime-api-13.json')}`,
-      ],
-      { env, encoding: 'utf8' },
-    );
-    assert.equal(r.stdout + r.stderr, '', 'the double offers what the real API lacks');
-    assert.equal(r.status, 0);
+  for (const [version, cuda] of [
+    ['11.2.1.2', '13'],
+    ['10.6.0', '12'],
+  ] as const) {
+    it(`as TensorRT ${version}: offers only names, members and parameters the real ${version} and cuda-bindings ${cuda} APIs have`, () => {
+      const api = join(fixtures, `api-${version.split('.').slice(0, 2).join('.')}.json`);
+      const r = spawnSync(
+        python,
+        [
+          join(ROOT, 'scripts/tensorrt/check_double.py'),
+          `tensorrt=${api}`,
+          `tensorrt_lean=${api}`,
+          `cuda.bindings.runtime=${join(fixtures, `cuda-runtime-api-${cuda}.json`)}`,
+        ],
+        { env: { ...env, NEREID_TRT_DOUBLE_VERSION: version }, encoding: 'utf8' },
+      );
+      assert.equal(r.stdout + r.stderr, '', 'the double offers what the real API lacks');
+      assert.equal(r.status, 0);
+    });
+  }
+
+  it('the 10.6 and 11.2 surfaces differ where Nereid must handle both (builder precision flags)', () => {
+    const members = (v: string, n: string): string[] =>
+      (
+        JSON.parse(readFileSync(join(fixtures, `api-${v}.json`), 'utf8')) as {
+          names: Record<string, { members?: Record<string, unknown> | string[] }>;
+        }
+      ).names[n]?.members as unknown as string[];
+    assert.ok(members('10.6', 'BuilderFlag').includes('FP16'));
+    assert.ok(!members('11.2', 'BuilderFlag').includes('FP16'));
+    assert.ok(members('10.6', 'NetworkDefinitionCreationFlag').includes('EXPLICIT_BATCH'));
   });
 
   it('the checker catches a name the real API lacks (it is not vacuous)', () => {

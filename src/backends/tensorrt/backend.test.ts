@@ -409,6 +409,25 @@ describe('tensorrt backend: what cannot load says why', () => {
     });
   });
 
+  it('BAD PLAN - a plan another TensorRT version built: both versions named, and how to rebuild it', async () => {
+    const foreign = addSubPlan({ trt_version: '10.6.0' });
+    await assert.rejects(load(foreign), (e: NereidError) => {
+      assert.ok(e instanceof InvalidArgError);
+      assert.match(
+        e.message,
+        /plan '.*model\.plan' was built by TensorRT 10\.6, and this is TensorRT 11\.2\.1\.2 \(tag 243\): plans do not cross TensorRT versions\. Rebuild it from its ONNX model with this TensorRT \('nereid convert --onnx MODEL\.onnx --saveEngine \.\.\.'\), or serve it with the TensorRT that built it \('nereid tensorrt setup --version 10\.6'\) \(TensorRT said: .*Version tag does not match\. Note: Current Version: 243, Serialized Engine Version: 239\)/,
+      );
+      return true;
+    });
+    // and the other way round: an 11.2 plan on a 10.6 runtime
+    await assert.rejects(
+      load(addSubPlan({ trt_version: '11.2.1.2' }), undefined, {
+        env: { NEREID_TRT_DOUBLE_VERSION: '10.6.0' },
+      }),
+      /was built by TensorRT 11\.2, and this is TensorRT 10\.6\.0 \(tag 239\)/,
+    );
+  });
+
   it('BAD PLAN - a truncated plan, and an empty one', async () => {
     const whole = planBytes(addSubPlan());
     await assert.rejects(load(whole.subarray(0, whole.length - 40)), /truncated or corrupt plan/);

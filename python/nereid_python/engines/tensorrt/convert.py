@@ -57,6 +57,38 @@ def _builder_failure(trt, errors: list[str], device: int) -> ConvertError:
     return ConvertError(f"TensorRT {trt.__version__} could not create its builder: {text}", "UNAVAILABLE")
 
 
+_IO_TYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32", "int64": "int64", "int8": "int8", "uint8": "uint8", "bool": "bool"}
+
+
+def _apply_io_formats(trt, network, inputs, formats: dict) -> None:
+    """trtexec's --inputIOFormats/--outputIOFormats: the network's I/O tensors take the given types (in the network's
+    order; one entry applies to all), linear layout. TensorRT 10 sets a network tensor's type before the build;
+    TensorRT 11's networks are strongly typed (the type is read-only), so a type other than the model's is refused
+    there with what to do instead."""
+    outputs = [network.get_output(i) for i in range(network.num_outputs)]
+    for side, tensors in (("inputs", inputs), ("outputs", outputs)):
+        given = formats.get(side)
+        if not given:
+            continue
+        if len(given) != 1 and len(given) != len(tensors):
+            flag = "--inputIOFormats" if side == "inputs" else "--outputIOFormats"
+            raise ConvertError(f"{flag} gives {len(given)} formats; the model has {len(tensors)} {side} ({[t.name for t in tensors]}): give one per {side[:-1]}, in that order, or one for all")
+        for k, t in enumerate(tensors):
+            f = given[0] if len(given) == 1 else given[k]
+            want = getattr(trt, _IO_TYPES[f["dtype"]])
+            if t.dtype != want:
+                try:
+                    t.dtype = want
+                except AttributeError:
+                    raise ConvertError(
+                        f"TensorRT {trt.__version__} builds strongly typed networks, where {side[:-1]} '{t.name}' keeps the model's type "
+                        f"{t.dtype}: export the ONNX model with {f['dtype']} {side} instead of asking for {f['dtype']}",
+                        "UNSUPPORTED",
+                    ) from None
+                _say(f"{side[:-1]} '{t.name}': {f['dtype']}")
+            t.allowed_formats = 1 << int(trt.TensorFormat.LINEAR)
+
+
 def run(spec: dict) -> dict:
     from . import loader
 
@@ -156,6 +188,7 @@ def run(spec: dict) -> dict:
         raise ConvertError(f"TensorRT's ONNX parser rejected '{spec['onnx']}': {' | '.join(errs) or ' | '.join(logger.take())}")
     config = builder.create_builder_config()
     inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    _apply_io_formats(trt, network, inputs, spec.get("io_formats") or {})
     shapes = spec.get("shapes") or {}
     unknown = sorted(set(shapes) - {t.name for t in inputs})
     if unknown:
@@ -190,6 +223,8 @@ def run(spec: dict) -> dict:
         config.int8_calibrator = calibrator
     if spec.get("version_compatible"):
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
+        if spec.get("exclude_lean_runtime"):
+            config.set_flag(trt.BuilderFlag.EXCLUDE_LEAN_RUNTIME)
     cache_file = spec.get("timing_cache")
     if cache_file:
         data = b""

@@ -63,8 +63,24 @@ def check(result, call: str):
     return rest[0] if len(rest) == 1 else rest
 
 
+def _driver_present() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
 def device_count() -> int:
-    return int(check(_require().cudaGetDeviceCount(), "cudaGetDeviceCount"))
+    r = _require()
+    result = r.cudaGetDeviceCount()
+    err = result[0] if isinstance(result, tuple) else result
+    # CUDA says "driver version is insufficient" also where there is no driver at all: say what is true.
+    if err == r.cudaError_t.cudaErrorInsufficientDriver and not _driver_present():
+        raise CudaError("no NVIDIA driver on this machine (libcuda.so.1 is not installed): there is no usable GPU here")
+    return int(check(result, "cudaGetDeviceCount"))
 
 
 def set_device(device: int) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import re
 import sys
 import threading
 
@@ -133,6 +134,26 @@ def init_builtin_plugins(trt, logger) -> None:
             pass
 
 
+# TensorRT's serialization tags, as its refusals name them ("Current Version: 243, Serialized Engine Version: 239"),
+# for the releases whose plans were seen: TensorRT prints only the tag, users know the release.
+_SERIALIZATION_TAGS = {239: "10.6", 243: "11.2"}
+_TAG_MISMATCH = re.compile(r"Version tag does not match.*?Current Version:\s*(\d+),\s*Serialized Engine Version:\s*(\d+)", re.S)
+
+
+def version_mismatch(running: str, detail: str) -> str | None:
+    """What to tell a user whose plan TensorRT refused because another TensorRT version built it; None otherwise."""
+    m = _TAG_MISMATCH.search(detail)
+    if m is None:
+        return None
+    ours, theirs = int(m.group(1)), int(m.group(2))
+    built = f"TensorRT {_SERIALIZATION_TAGS[theirs]}" if theirs in _SERIALIZATION_TAGS else f"a TensorRT whose serialization tag is {theirs}"
+    return (
+        f"plan PLAN was built by {built}, and this is TensorRT {running} (tag {ours}): plans do not cross TensorRT versions. "
+        "Rebuild it from its ONNX model with this TensorRT ('nereid convert --onnx MODEL.onnx --saveEngine ...'), "
+        f"or serve it with the TensorRT that built it ('nereid tensorrt setup --version {_SERIALIZATION_TAGS.get(theirs, 'X.Y')}')"
+    )
+
+
 def deserialize(trt, runtime, logger, path: str):
     """The ICudaEngine of a plan file. Errors carry TensorRT's own messages (a corrupt, truncated or foreign plan,
     a plan built by another TensorRT version or for another GPU)."""
@@ -148,6 +169,9 @@ def deserialize(trt, runtime, logger, path: str):
     errors = logger.take()
     if engine is None:
         detail = " | ".join(errors) if errors else "TensorRT returned no engine and logged no reason"
+        foreign = version_mismatch(trt.__version__, detail)
+        if foreign is not None:
+            raise TensorRTError(f"{foreign.replace('PLAN', repr(path))} (TensorRT said: {detail})", "INVALID_ARG")
         raise TensorRTError(
             f"TensorRT {trt.__version__} cannot deserialize plan '{path}' ({len(data)} bytes): {detail}", "INVALID_ARG"
         )
