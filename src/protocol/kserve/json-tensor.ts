@@ -8,7 +8,10 @@ import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } fr
  * gateway later). Rules, with our deviations from Triton:
  * - `data` is flat or nested (any nesting, row-major); only the total element count is checked against the shape,
  *   as Triton does. Nesting deeper than {@link MAX_JSON_DEPTH} is refused (Triton's limit and wording).
- * - BOOL is a JSON boolean; BYTES a JSON string (its UTF-8 bytes).
+ * - BOOL is a JSON boolean; BYTES a JSON string (its UTF-8 bytes). A BYTES output that is not UTF-8 is refused
+ *   (400) rather than written raw into the JSON as Triton does (which makes its body invalid JSON).
+ * - Integers must be exact and in range for their datatype (Triton's HTTP front end wraps 2^40 into INT32); the same
+ *   conversion serves `/generate`.
  * - INT64/UINT64: JSON numbers, exact up to 2^53. {@link parseJson} keeps larger integer literals exact (as bigint)
  *   where the runtime exposes the literal's source text (Node ≥ 22, or `--harmony-json-parse-with-source`); on Node 20
  *   they arrive rounded. As an extension a decimal JSON string ("9007199254740993") is accepted and always exact.
