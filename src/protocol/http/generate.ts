@@ -45,13 +45,25 @@ async function handle(ctx: RouteContext, stream: boolean): Promise<void> {
     return;
   }
   const events = new SseWriter(req, res);
+  const where = { protocol: 'http' as const, method: req.method, url: req.url };
+  // A response that cannot be written as JSON (a BYTES output that is not UTF-8) becomes an error event; the throw
+  // must not reach the engine's responder, which called this.
+  const onResponse = (r: InferResponse): void => {
+    let event: Json;
+    try {
+      event = toJson(r);
+    } catch (err) {
+      event = { error: errorForClient(err, logger, where).message };
+    }
+    events.send(event);
+  };
   try {
-    const last = await api.infer(request, { signal, resolved, onResponse: (r) => events.send(toJson(r)) });
+    const last = await api.infer(request, { signal, resolved, onResponse });
     if (!resolved.decoupled) events.send(toJson(last));
   } catch (err) {
     // Before any event the client gets an ordinary error answer (status and JSON body).
     if (!events.started) throw err;
-    events.send({ error: errorForClient(err, logger, { protocol: 'http', method: req.method, url: req.url }).message });
+    events.send({ error: errorForClient(err, logger, where).message });
   }
   events.end();
 }
