@@ -139,6 +139,24 @@ describe('python backend through the server', () => {
     assert.equal(events[0].model_name, 'repeat');
   });
 
+  it('BAD CALL - generate_stream sends an error event for a BYTES response that is not UTF-8, never U+FFFD', async () => {
+    const res = await fetch(`${s.url}/v2/models/raw_bytes/generate_stream`, {
+      method: 'POST',
+      body: JSON.stringify({ IN: [0, 1, 0] }),
+    });
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.ok(!text.includes('\uFFFD'), text);
+    const events = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => JSON.parse(e.slice(6)) as { OUT?: string; error?: string });
+    assert.equal(events.length, 3, text);
+    assert.equal(events[0].OUT, 'ok');
+    assert.match(events[1].error ?? '', /Failed to encode output 'OUT' using UTF-8: element 0 is not valid UTF-8/);
+    assert.equal(events[2].OUT, 'ok');
+  });
+
   it('answers generate with one JSON object (add_sub), inputs typed by the model', async () => {
     const res = await fetch(`${s.url}/v2/models/add_sub/generate`, {
       method: 'POST',

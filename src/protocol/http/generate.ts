@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DATATYPES, type FixedTypedArray } from '../../core/datatypes.js';
 import { InvalidArgError } from '../../core/errors.js';
-import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } from '../../core/half.js';
+import { bf16BitsToFloat, halfBitsToFloat } from '../../core/half.js';
 import type { InferInput, InferRequest, InferResponse, Parameters } from '../../core/inference.js';
 import type { Tensor } from '../../core/tensor.js';
 import type { TensorMetadata } from '../../core/wire.js';
 import { errorForClient } from '../kserve/client-error.js';
+import { bytesElementToJson, flattenJsonData, jsonValuesToTensorData, parseJson } from '../kserve/json-tensor.js';
 import { readBody } from './body.js';
 import { connectionSignal } from './connection-signal.js';
 import { sendJson } from './respond.js';
@@ -45,13 +45,25 @@ async function handle(ctx: RouteContext, stream: boolean): Promise<void> {
     return;
   }
   const events = new SseWriter(req, res);
+  const where = { protocol: 'http' as const, method: req.method, url: req.url };
+  // A response that cannot be written as JSON (a BYTES output that is not UTF-8) becomes an error event; the throw
+  // must not reach the engine's responder, which called this.
+  const onResponse = (r: InferResponse): void => {
+    let event: Json;
+    try {
+      event = toJson(r);
+    } catch (err) {
+      event = { error: errorForClient(err, logger, where).message };
+    }
+    events.send(event);
+  };
   try {
-    const last = await api.infer(request, { signal, resolved, onResponse: (r) => events.send(toJson(r)) });
+    const last = await api.infer(request, { signal, resolved, onResponse });
     if (!resolved.decoupled) events.send(toJson(last));
   } catch (err) {
     // Before any event the client gets an ordinary error answer (status and JSON body).
     if (!events.started) throw err;
-    events.send({ error: errorForClient(err, logger, { protocol: 'http', method: req.method, url: req.url }).message });
+    events.send({ error: errorForClient(err, logger, where).message });
   }
   events.end();
 }
@@ -99,7 +111,7 @@ function toRequest(
 ): InferRequest {
   let json: unknown;
   try {
-    json = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+    json = parseJson(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
   } catch (err) {
     throw new InvalidArgError(`generate: the request body is not JSON: ${(err as Error).message}`);
   }
@@ -128,45 +140,21 @@ function toRequest(
   return request;
 }
 
-function parameterValue(key: string, v: unknown): string | number | boolean {
-  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return v;
+function parameterValue(key: string, v: unknown): string | number | boolean | bigint {
+  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return v;
   throw new InvalidArgError(`generate: parameter '${key}' must be a string, a number or a boolean`);
 }
 
+/**
+ * One input from its JSON value: a scalar is one element, an array (nested arrays row-major) a flat row. The values
+ * go through the codec's one JSON conversion (kserve/json-tensor.ts), so `/generate` refuses what `/infer` refuses
+ * (2^40 for INT32, 1.9 for an integer, a string for a number, nesting past the limit) with the same message.
+ */
 function toTensor(meta: TensorMetadata, value: unknown, batching: boolean): InferInput {
-  const values = Array.isArray(value) ? (value as unknown[]).flat(Infinity) : [value];
+  const values = Array.isArray(value) ? flattenJsonData(meta.name, value) : [value];
   const shape = Array.isArray(value) ? [values.length] : [1];
-  const full = batching ? [1, ...shape] : shape;
-  const bad = (what: string): never => {
-    throw new InvalidArgError(`generate: input '${meta.name}' is ${meta.datatype}; ${what}`);
-  };
-  const { datatype } = meta;
-  if (datatype === 'BYTES') {
-    return {
-      name: meta.name,
-      datatype,
-      shape: full,
-      data: values.map((v) => (typeof v === 'string' ? Buffer.from(v, 'utf8') : bad('give strings'))),
-    };
-  }
-  if (datatype === 'BOOL') {
-    const data = Uint8Array.from(values, (v) => (typeof v === 'boolean' ? Number(v) : bad('give true or false')));
-    return { name: meta.name, datatype, shape: full, data };
-  }
-  const nums = values.map((v) => (typeof v === 'number' && Number.isFinite(v) ? v : bad('give numbers')));
-  const Ctor = DATATYPES[datatype].array!;
-  let data: FixedTypedArray;
-  if (datatype === 'INT64' || datatype === 'UINT64') {
-    data = new Ctor(nums.length);
-    nums.forEach((n, i) => ((data as BigInt64Array)[i] = Number.isInteger(n) ? BigInt(n) : bad('give integers')));
-  } else if (datatype === 'FP16' || datatype === 'BF16') {
-    const bits = datatype === 'FP16' ? floatToHalfBits : floatToBf16Bits;
-    data = Uint16Array.from(nums, bits);
-  } else {
-    data = new Ctor(nums.length);
-    (data as Float32Array).set(nums);
-  }
-  return { name: meta.name, datatype, shape: full, data };
+  const data = jsonValuesToTensorData(meta.name, meta.datatype, values);
+  return { name: meta.name, datatype: meta.datatype, shape: batching ? [1, ...shape] : shape, data };
 }
 
 function toJson(r: InferResponse): { [k: string]: Json } {
@@ -179,7 +167,8 @@ function toJson(r: InferResponse): { [k: string]: Json } {
 function tensorJson(t: Tensor): Json {
   let values: Json[];
   if (Array.isArray(t.data)) {
-    values = (t.data as Uint8Array[]).map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
+    // The strict decoder of /infer's JSON: bytes that are not UTF-8 are refused (400), never turned into U+FFFD.
+    values = (t.data as Uint8Array[]).map((b, i) => JSON.parse(bytesElementToJson(t.name, i, b)) as string);
   } else if (t.datatype === 'FP16' || t.datatype === 'BF16') {
     const f = t.datatype === 'FP16' ? halfBitsToFloat : bf16BitsToFloat;
     values = Array.from(t.data as Uint16Array, f);

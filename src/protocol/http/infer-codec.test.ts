@@ -162,6 +162,33 @@ describe('decodeRawRequest', () => {
       () => decodeRawRequest('m', undefined, new Uint8Array(4), meta('BYTES', [2])),
       fails('INVALID_ARG', /must have input shape \[1\]/),
     );
+    assert.throws(
+      () => decodeRawRequest('m', undefined, new Uint8Array(8), meta('FP32', [-1, -1])),
+      fails(
+        'INVALID_ARG',
+        /^The shape of the raw input 'IN' can not be deduced because there are more than one variable-sized dimension$/,
+      ),
+    );
+  });
+  it('BAD CALL - refuses a raw BYTES body for a variable dim ([-1], with or without batching), as Triton does', () => {
+    for (const m of [meta('BYTES', [-1]), meta('BYTES', [-1, -1], 4), meta('BYTES', [1, -1])]) {
+      assert.throws(
+        () => decodeRawRequest('m', undefined, new Uint8Array([1, 2]), m),
+        fails('INVALID_ARG', /^For BYTE datatype raw input 'IN', the model must have input shape \[1\]$/),
+      );
+    }
+  });
+  it('takes a raw BYTES body as the one element wherever the dims hold exactly one ([1], [1,1], [])', () => {
+    const body = new Uint8Array([0xff, 0]);
+    for (const [m, shape] of [
+      [meta('BYTES', [1, 1]), [1, 1]],
+      [meta('BYTES', []), []],
+      [meta('BYTES', [-1, 1], 4), [1, 1]],
+    ] as const) {
+      const { request } = decodeRawRequest('m', undefined, body, m);
+      assert.deepEqual(request.inputs[0].shape, shape);
+      assert.deepEqual(request.inputs[0].data, [body]);
+    }
   });
 });
 

@@ -127,8 +127,9 @@ function parseShape(raw: unknown, where: string): number[] {
   }
   for (const d of raw) {
     if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
+      // Only a number is printed: String() of a dim nested 10^5 deep recursed past the stack (a 500).
       throw new InvalidArgError(
-        `Unable to parse 'shape' of ${where}: dims must be non-negative integers, got ${String(d)}`,
+        `Unable to parse 'shape' of ${where}: dims must be non-negative integers, got ${typeof d === 'number' ? String(d) : kindOf(d)}`,
       );
     }
   }
@@ -274,20 +275,22 @@ export function decodeRawRequest(
   const dims = maxBatchSize > 0 ? input.shape.slice(1) : input.shape.slice();
   const batch = maxBatchSize > 0 ? [1] : [];
   const plan: OutputPlan = { binaryDefault: true, binary: new Map() };
-  if (input.datatype === 'BYTES') {
-    if (dims.length !== 1 || (dims[0] !== 1 && dims[0] !== -1)) {
-      throw new InvalidArgError(`For BYTE datatype raw input '${input.name}', the model must have input shape [1]`);
-    }
-    const data: TensorData = [body];
-    return { request: { model, version, inputs: [{ ...input, shape: [...batch, 1], data }] }, plan };
-  }
   const variable = dims.filter((d) => d < 0).length;
   if (variable > 1) {
     throw new InvalidArgError(
-      `Raw input '${input.name}' of model '${model}' has more than one variable-sized dimension; send a JSON header`,
+      `The shape of the raw input '${input.name}' can not be deduced because there are more than one variable-sized dimension`,
     );
   }
   const fixedElems = dims.reduce((p, d) => (d < 0 ? p : p * d), 1);
+  if (input.datatype === 'BYTES') {
+    // Triton's rule: the body is one element, so the dims must hold exactly one, with no variable dim ([-1] is
+    // refused: the element count cannot be deduced from a body whose element boundaries are not on the wire).
+    if (variable !== 0 || fixedElems !== 1) {
+      throw new InvalidArgError(`For BYTE datatype raw input '${input.name}', the model must have input shape [1]`);
+    }
+    const data: TensorData = [body];
+    return { request: { model, version, inputs: [{ ...input, shape: [...batch, ...dims], data }] }, plan };
+  }
   const unit = fixedElems * DATATYPES[input.datatype].byteSize;
   if (
     unit === 0 ? body.byteLength !== 0 : body.byteLength % unit !== 0 || (variable === 0 && body.byteLength !== unit)

@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { NereidError } from '../../core/errors.js';
 import { decodeBytes, encodeBytes } from '../../core/tensor.js';
-import { jsonToTensorData, MAX_JSON_DEPTH, parseJson, tensorDataToJson } from './json-tensor.js';
+import {
+  bytesElementToJson,
+  flattenJsonData,
+  jsonToTensorData,
+  jsonValuesToTensorData,
+  MAX_JSON_DEPTH,
+  parseJson,
+  tensorDataToJson,
+} from './json-tensor.js';
 
 const invalid = (re: RegExp) => (err: unknown) =>
   err instanceof NereidError && err.code === 'INVALID_ARG' && re.test(err.message);
@@ -124,5 +132,51 @@ describe('parseJson', () => {
   it('accepts integers beyond 2^53 (exact where the runtime exposes JSON source text)', () => {
     const v = (parseJson('[9007199254740993]') as unknown[])[0];
     assert.ok(v === 9007199254740992 || v === 9007199254740993n);
+  });
+});
+
+describe('jsonValuesToTensorData (the one JSON conversion of /infer and /generate)', () => {
+  it('BAD CALL - refuses integers that would wrap or truncate, for every integer datatype', () => {
+    assert.throws(
+      () => jsonValuesToTensorData('X', 'INT32', [2 ** 40]),
+      invalid(/value 1099511627776 is out of range for INT32/),
+    );
+    assert.throws(
+      () => jsonValuesToTensorData('X', 'INT32', [1.9]),
+      invalid(/input 'X': expected an integer, got 1.9/),
+    );
+    assert.throws(() => jsonValuesToTensorData('X', 'UINT8', [-1]), invalid(/value -1 is out of range for UINT8/));
+    assert.throws(() => jsonValuesToTensorData('X', 'INT64', [0.5]), invalid(/expected an integer, got 0.5/));
+    assert.throws(() => jsonValuesToTensorData('X', 'UINT64', [-1]), invalid(/value -1 is out of range for UINT64/));
+  });
+
+  it('flattenJsonData walks 10^5 levels without recursion and refuses past the limit', () => {
+    let deep: unknown[] = [1];
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    assert.throws(
+      () => flattenJsonData('X', deep),
+      invalid(/JSON nesting depth exceeds maximum allowed limit \(100\)/),
+    );
+    let ok: unknown[] = [7];
+    for (let i = 1; i < MAX_JSON_DEPTH; i++) ok = [ok, 8];
+    assert.equal(flattenJsonData('X', ok).length, MAX_JSON_DEPTH);
+  });
+});
+
+describe('bytesElementToJson', () => {
+  it('writes valid UTF-8 as its JSON string, a leading byte-order mark kept', () => {
+    const text = '\uFEFFé ✓ 𝄞 "q"';
+    assert.equal(bytesElementToJson('Y', 0, Buffer.from(text, 'utf8')), JSON.stringify(text));
+  });
+
+  it('BAD CALL - refuses bytes that are not UTF-8 instead of writing U+FFFD, naming output and element', () => {
+    for (const bad of [[0xff], [0x61, 0xc3], [0xed, 0xa0, 0x80], [0xc0, 0x80]]) {
+      assert.throws(
+        () => bytesElementToJson('Y', 3, Uint8Array.from(bad)),
+        invalid(/^Failed to encode output 'Y' using UTF-8: element 3 is not valid UTF-8.*binary_data=True/),
+      );
+    }
+    const t = { name: 'Y', datatype: 'BYTES' as const, shape: [2], data: [Buffer.from('a'), Uint8Array.from([0xfe])] };
+    assert.throws(() => tensorDataToJson(t), invalid(/element 1 is not valid UTF-8/));
   });
 });

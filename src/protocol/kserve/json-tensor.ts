@@ -8,7 +8,10 @@ import { bf16BitsToFloat, floatToBf16Bits, floatToHalfBits, halfBitsToFloat } fr
  * gateway later). Rules, with our deviations from Triton:
  * - `data` is flat or nested (any nesting, row-major); only the total element count is checked against the shape,
  *   as Triton does. Nesting deeper than {@link MAX_JSON_DEPTH} is refused (Triton's limit and wording).
- * - BOOL is a JSON boolean; BYTES a JSON string (its UTF-8 bytes).
+ * - BOOL is a JSON boolean; BYTES a JSON string (its UTF-8 bytes). A BYTES output that is not UTF-8 is refused
+ *   (400) rather than written raw into the JSON as Triton does (which makes its body invalid JSON).
+ * - Integers must be exact and in range for their datatype (Triton's HTTP front end wraps 2^40 into INT32); the same
+ *   conversion serves `/generate`.
  * - INT64/UINT64: JSON numbers, exact up to 2^53. {@link parseJson} keeps larger integer literals exact (as bigint)
  *   where the runtime exposes the literal's source text (Node ≥ 22, or `--harmony-json-parse-with-source`); on Node 20
  *   they arrive rounded. As an extension a decimal JSON string ("9007199254740993") is accepted and always exact.
@@ -63,23 +66,32 @@ function kindOf(v: unknown): string {
   return typeof v;
 }
 
-/** Flattens nested `data` row-major, refusing nesting beyond MAX_JSON_DEPTH. */
-function flatten(name: string, data: unknown[], expected: number): unknown[] {
+/**
+ * Flattens nested `data` row-major, refusing nesting beyond MAX_JSON_DEPTH (an iterative walk: a value nested 10^5
+ * deep must be a 400, not a stack overflow). `expected`, when known, lets an already flat array pass untouched.
+ */
+export function flattenJsonData(name: string, data: unknown[], expected?: number): unknown[] {
   // Fast path: already flat (the common case from tritonclient, which sends flattened arrays).
-  if (data.length === expected && (expected === 0 || !Array.isArray(data[0]))) return data;
+  if (expected !== undefined && data.length === expected && (expected === 0 || !Array.isArray(data[0]))) return data;
   const out: unknown[] = [];
-  const walk = (arr: unknown[], depth: number): void => {
-    if (depth > MAX_JSON_DEPTH) {
+  const stack: { arr: unknown[]; at: number }[] = [{ arr: data, at: 0 }];
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1];
+    if (top.at === top.arr.length) {
+      stack.pop();
+      continue;
+    }
+    const v = top.arr[top.at++];
+    if (!Array.isArray(v)) {
+      out.push(v);
+    } else if (stack.length >= MAX_JSON_DEPTH) {
       throw new InvalidArgError(
         `unable to parse 'data' for input '${name}': JSON nesting depth exceeds maximum allowed limit (${MAX_JSON_DEPTH})`,
       );
+    } else {
+      stack.push({ arr: v, at: 0 });
     }
-    for (const v of arr) {
-      if (Array.isArray(v)) walk(v, depth + 1);
-      else out.push(v);
-    }
-  };
-  walk(data, 1);
+  }
   return out;
 }
 
@@ -101,7 +113,7 @@ function expectBigInt(name: string, datatype: DataType, v: unknown): bigint {
   return b;
 }
 
-function encodeStrings(name: string, values: unknown[]): BytesData {
+function encodeStrings(name: string, values: readonly unknown[]): BytesData {
   let total = 0;
   for (const v of values) {
     if (typeof v !== 'string') throw new InvalidArgError(`input '${name}': expected a string, got ${kindOf(v)}`);
@@ -135,17 +147,26 @@ export function jsonToTensorData(
   }
   let expected = 1;
   for (const d of shape) expected *= d;
-  const values = flatten(name, data, expected);
+  const values = flattenJsonData(name, data, expected);
   if (values.length !== expected) {
     throw new InvalidArgError(
       `unable to parse 'data' for input '${name}': shape [${shape.join(',')}] needs ${expected} elements, got ${values.length}`,
     );
   }
+  return jsonValuesToTensorData(name, datatype, values);
+}
+
+/**
+ * Converts flat JSON values to tensor data of `datatype`: the one conversion, with one set of checks and messages,
+ * for every JSON route (`/infer` through {@link jsonToTensorData}, `/generate` directly). Integers must be exact
+ * and in range (never wrapped or truncated); BOOL takes booleans, BYTES strings.
+ */
+export function jsonValuesToTensorData(name: string, datatype: DataType, values: readonly unknown[]): TensorData {
   if (datatype === 'BYTES') return encodeStrings(name, values);
   const Ctor = DATATYPES[datatype].array;
   if (Ctor === undefined) throw new InvalidArgError(`input '${name}': unsupported datatype ${datatype}`);
-  const out = new Ctor(expected);
   const n = values.length;
+  const out = new Ctor(n);
   switch (datatype) {
     case 'BOOL':
       for (let i = 0; i < n; i++) {
@@ -181,6 +202,28 @@ export function jsonToTensorData(
   }
 }
 
+// Strict: a BYTES element that is not UTF-8 must not become U+FFFD in a 200. ignoreBOM keeps a leading U+FEFF (the
+// default decoder drops it, silently changing the element).
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The JSON string literal of element `index` of BYTES output `output`. Throws INVALID_ARG (400) when the bytes are
+ * not UTF-8: a JSON string cannot carry them. Triton itself writes such bytes raw into its JSON (its body is then not
+ * valid JSON), and tritonclient fails the call with "Failed to encode using UTF-8. Please use binary_data=True, if
+ * you want to pass a byte array"; Nereid refuses on the server with that advice, as it refuses FP16 output as JSON.
+ */
+export function bytesElementToJson(output: string, index: number, bytes: Uint8Array): string {
+  let text: string;
+  try {
+    text = STRICT_UTF8.decode(bytes);
+  } catch {
+    throw new InvalidArgError(
+      `Failed to encode output '${output}' using UTF-8: element ${index} is not valid UTF-8, so it cannot be a JSON string. Please use binary_data=True (the output's 'binary_data' parameter), if you want to pass a byte array`,
+    );
+  }
+  return JSON.stringify(text);
+}
+
 function floatsToJson(values: ArrayLike<number>, map?: (bits: number) => number): string {
   const parts = new Array<string>(values.length);
   for (let i = 0; i < values.length; i++) {
@@ -196,10 +239,7 @@ function floatsToJson(values: ArrayLike<number>, map?: (bits: number) => number)
  */
 export function tensorDataToJson(t: Tensor): string {
   const data = t.data;
-  if (Array.isArray(data)) {
-    const decoder = new TextDecoder();
-    return `[${data.map((e) => JSON.stringify(decoder.decode(e))).join(',')}]`;
-  }
+  if (Array.isArray(data)) return `[${data.map((e, i) => bytesElementToJson(t.name, i, e)).join(',')}]`;
   const arr = data as FixedTypedArray;
   switch (t.datatype) {
     case 'BOOL':

@@ -2,6 +2,7 @@ import type { FixedTypedArray } from '../../core/datatypes.js';
 import { InvalidArgError } from '../../core/errors.js';
 import { encodedBytesLength, type Tensor } from '../../core/tensor.js';
 import { bf16BitsToFloat, halfBitsToFloat } from '../../core/half.js';
+import { bytesElementToJson } from './json-tensor.js';
 
 /**
  * `--max-response-bytes` (Nereid's own): the largest inference response a client can make the server build. An
@@ -86,9 +87,8 @@ function floatText(values: ArrayLike<number>, from: number, to: number, map?: (b
 function sliceText(t: Tensor, from: number, to: number): string {
   const data = t.data;
   if (Array.isArray(data)) {
-    const decoder = new TextDecoder();
     const parts = new Array<string>(to - from);
-    for (let i = from; i < to; i++) parts[i - from] = JSON.stringify(decoder.decode(data[i]));
+    for (let i = from; i < to; i++) parts[i - from] = bytesElementToJson(t.name, i, data[i]);
     return parts.join(',');
   }
   const arr = data as FixedTypedArray;
