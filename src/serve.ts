@@ -11,7 +11,7 @@ import {
   type LogRing,
 } from './console/index.js';
 import { createLogger } from './core/logger.js';
-import { cudaDeviceIds } from './gpu/index.js';
+import { cudaDeviceIds } from './native/cuda-device-ids.js';
 import { metricsSourceFrom, startMetricsServer, type RunningMetricsServer } from './metrics/index.js';
 import {
   startGrpcServer,

@@ -174,7 +174,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === 'gpu') {
     // Loaded only for this command: serving never pays for the set-up code.
-    const { runGpuCommand } = await import('../gpu/command.js');
+    const { runGpuCommand } = await import('./gpu-command.js');
     return runGpuCommand(rest);
   }
   if (cmd === 'model') {

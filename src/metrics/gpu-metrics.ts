@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '../core/logger.js';
-import { Nvml, type GpuReading, type NvmlUnavailable } from '../gpu/nvml.js';
+import { Nvml, type GpuReading, type NvmlUnavailable } from '../native/nvml.js';
 import { ScrapedCounter, ScrapedGauge, type Sample } from './families.js';
 
 /** Stops reading and shuts NVML down. */

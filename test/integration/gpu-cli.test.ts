@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { loadNvmlApi } from '../../src/gpu/nvml-koffi.js';
+import { loadNvmlApi } from '../../src/native/nvml-koffi.js';
 import { buildProviderDoubles, wheelMembers, writeZip, type ProviderDoubles } from '../helpers/gpu-wheel.js';
 import { buildNvmlLibraryDouble } from '../helpers/nvml-double.js';
 import { EXAMPLES } from '../helpers/server.js';

@@ -4,7 +4,13 @@ import { dirname, join } from 'node:path';
 import koffi, { type IKoffiLib } from 'koffi';
 import { UnavailableError } from '../../../core/errors.js';
 import { configureKoffi } from '../../../native/koffi.js';
-import { ORT_LIB_DIR_ENV } from '../../../gpu/providers.js';
+
+/**
+ * Overrides the folder the onnxruntime library (and its GPU provider libraries) is loaded from, and that
+ * `nereid gpu setup` installs into (default: the folder of onnxruntime-node's `libonnxruntime.so.1`). For a
+ * relocated onnxruntime, and for tests, which never write into node_modules.
+ */
+export const ORT_LIB_DIR_ENV = 'NEREID_ORT_LIB_DIR';
 
 export { configureKoffi };
 

@@ -1,5 +1,5 @@
 import { stat } from 'node:fs/promises';
-import { InvalidArgError, UnavailableError } from '../core/errors.js';
+import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import { providerStatus } from './diagnose.js';
 import { downloadWheel } from './download.js';
 import { installLibraries, readWheel } from './install.js';

@@ -1,8 +1,8 @@
 import { InvalidArgError, NereidError } from '../core/errors.js';
-import { helpExitCode, STDIO, type CommandIo } from '../cli/command-io.js';
-import { runCheck } from './check.js';
-import { ORT_LIB_DIR_ENV } from './providers.js';
-import { runSetup } from './setup.js';
+import { helpExitCode, STDIO, type CommandIo } from './command-io.js';
+import { runCheck } from '../tools/onnxruntime-gpu/check.js';
+import { ORT_LIB_DIR_ENV } from '../tools/onnxruntime-gpu/providers.js';
+import { runSetup } from '../tools/onnxruntime-gpu/setup.js';
 
 /** `nereid gpu …`: set-up and check of the GPU libraries. Exit codes: 0 ready, 1 something missing, 2 bad call. */
 

@@ -1,7 +1,8 @@
 import { access, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { UnsupportedError } from '../core/errors.js';
+import { UnsupportedError } from '../../core/errors.js';
+import { ORT_LIB_DIR_ENV } from '../../backends/onnxruntime/capi/library.js';
 
 /**
  * Where onnxruntime's execution-provider libraries go and which are there. onnxruntime loads a provider library
@@ -19,12 +20,8 @@ export const PROVIDER_FILES = {
 
 export type ProviderRole = keyof typeof PROVIDER_FILES;
 
-/**
- * Overrides the folder the provider libraries are installed into and checked in (default: the folder of
- * onnxruntime-node's `libonnxruntime.so.1`). For a relocated onnxruntime, and for tests, which never write into
- * node_modules.
- */
-export const ORT_LIB_DIR_ENV = 'NEREID_ORT_LIB_DIR';
+/** Defined where the library is loaded (the backend); the set-up installs into the same folder. */
+export { ORT_LIB_DIR_ENV };
 
 /** onnxruntime-node as installed: its version (the onnxruntime-gpu version to match) and its native folder. */
 export interface OnnxruntimeNode {

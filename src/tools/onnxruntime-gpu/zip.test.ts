@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { writeZip } from '../../test/helpers/gpu-wheel.js';
+import { writeZip } from '../../../test/helpers/gpu-wheel.js';
 import { extractZipEntry, listZip } from './zip.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nereid-zip-'));

@@ -49,7 +49,7 @@ export async function checkDependencies(file: string, env: NodeJS.ProcessEnv = p
 /** The fallback without ldd: a real dlopen in this process (only this process's LD_LIBRARY_PATH applies). */
 async function dlopenCheck(file: string): Promise<DependencyReport> {
   const { default: koffi } = await import('koffi');
-  const { configureKoffi } = await import('../native/koffi.js');
+  const { configureKoffi } = await import('../../native/koffi.js');
   try {
     configureKoffi();
     koffi.load(file, { lazy: true }).unload();
@@ -69,7 +69,7 @@ async function dlopenCheck(file: string): Promise<DependencyReport> {
  */
 export async function tryLoad(before: readonly string[], providerFile: string): Promise<string | undefined> {
   const { default: koffi } = await import('koffi');
-  const { configureKoffi } = await import('../native/koffi.js');
+  const { configureKoffi } = await import('../../native/koffi.js');
   try {
     configureKoffi();
     for (const file of before) koffi.load(file, { global: true });

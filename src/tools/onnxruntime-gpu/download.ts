@@ -3,7 +3,7 @@ import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { UnavailableError } from '../core/errors.js';
+import { UnavailableError } from '../../core/errors.js';
 
 /**
  * Downloads the onnxruntime-gpu wheel with the user's pip (`pip download --no-deps --only-binary=:all:`), the one

@@ -1,5 +1,5 @@
 import { basename, join } from 'node:path';
-import { Nvml, type NvmlUnavailable } from './nvml.js';
+import { Nvml, type NvmlUnavailable } from '../../native/nvml.js';
 import { providerStatus } from './diagnose.js';
 import { exists, onnxruntimeNode, providerDir } from './providers.js';
 import { findPython } from './python.js';

@@ -3,7 +3,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as zlib from 'node:zlib';
-import { UnavailableError } from '../core/errors.js';
+import { UnavailableError } from '../../core/errors.js';
 
 /**
  * A minimal reader of zip archives (a Python wheel is one), enough to list the members and stream a few of them out.

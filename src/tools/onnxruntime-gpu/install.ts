@@ -1,6 +1,6 @@
 import { chmod, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { InvalidArgError, UnavailableError } from '../core/errors.js';
+import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import { PROVIDER_FILES, type ProviderRole } from './providers.js';
 import { extractZipEntry, listZip, type ZipEntry } from './zip.js';
 

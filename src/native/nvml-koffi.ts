@@ -26,7 +26,7 @@ export interface NvmlLoadFailure {
 export async function loadNvmlApi(library?: string): Promise<NvmlApi | NvmlLoadFailure> {
   const path = library ?? process.env[NVML_LIBRARY_ENV] ?? NVML_LIBRARY;
   const { default: koffi } = await import('koffi');
-  const { configureKoffi } = await import('../native/koffi.js');
+  const { configureKoffi } = await import('./koffi.js');
   let lib: ReturnType<typeof koffi.load>;
   try {
     configureKoffi();
