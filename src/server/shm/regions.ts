@@ -188,7 +188,10 @@ export class SystemSharedMemory {
     this.#regions.set(name, { name, key, offset, byteSize, fd, users: 0, unregistered: false });
   }
 
-  /** Unregisters one region (unknown names are fine, as in Triton) or all; in-use regions close when released. */
+  /**
+   * Unregisters one region (unknown names are fine, as in Triton) or all; in-use regions close when released, and
+   * until then stay listed, usable and their names taken (Triton's awaiting_unregister).
+   */
   unregister(name?: string): void {
     if (!this.#enabled) throw new UnsupportedError(CLIENT_SHM_DISABLED);
     unregisterHeld(this.#regions, name, (r) => this.#close(r));
@@ -196,11 +199,12 @@ export class SystemSharedMemory {
 
   /**
    * Checks a request's slice (Triton's order and wording: offset, 64-bit overflow, bounds) and holds the region until
-   * `release` is called. A region being unregistered takes no new users.
+   * `release` is called. A region being unregistered still serves new requests until the last holder releases it:
+   * Triton's GetMemoryInfo ignores its awaiting_unregister mark, and the region stays in its map until then.
    */
   acquire(name: string, offset: bigint, byteSize: bigint): RegionSlice {
     const r = this.#regions.get(name);
-    if (r === undefined || r.unregistered) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
+    if (r === undefined) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
     checkSlice(name, r.byteSize, offset, byteSize);
     r.users++;
     const position = Number(r.offset + offset);
