@@ -38,6 +38,7 @@ import { loadByRequest, unloadByRequest } from './model-control.js';
 import { collectStatistics, repositoryIndexRows } from './statistics.js';
 import { Tracer, type TraceOptions } from './trace.js';
 import { SERVER_DEFAULTS } from './defaults.js';
+import { sweepLeftovers } from './startup-sweep.js';
 import { EXTENSIONS } from './extensions.js';
 import { validateRequest } from './validate.js';
 import { PathRedactor } from './redact.js';
@@ -45,7 +46,6 @@ import { bindSharedMemory, sliceSource, usesSharedMemory, type SliceSource } fro
 import { CudaSharedMemory } from './shm/cuda.js';
 import type { CudaRuntime, CudaUnavailable } from '../native/cudart.js';
 import { SystemSharedMemory } from './shm/regions.js';
-import { sweepStaleOverrideDirs } from '../repository/overrides.js';
 import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
 import { cacheKey, ResponseCache } from './response-cache.js';
 import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
@@ -168,9 +168,7 @@ export class InferenceServer implements InferenceServerApi {
    */
   static async create(opts: InferenceServerOptions): Promise<InferenceServer> {
     const logger = opts.logger ?? noopLogger;
-    // Override folders of load requests left by a server that was killed: nothing else would remove them.
-    const swept = await sweepStaleOverrideDirs();
-    if (swept.length > 0) logger.info({ swept }, `removed ${swept.length} override folders left by stopped servers`);
+    await sweepLeftovers(logger);
     // Ensemble steps run through the server's own request path; the server exists before any model loads.
     const repo: ModelRepository = new ModelRepository({
       repositories: opts.repositories,

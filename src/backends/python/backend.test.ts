@@ -35,7 +35,7 @@ afterEach(async () => {
   await Promise.all(opened.splice(0).map((m) => m.handle.unload()));
 });
 after(() => {
-  const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_python_${process.pid}_`));
+  const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_python_${process.pid}x`));
   assert.deepEqual(left, [], 'no shared-memory segment outlives its process');
 });
 

@@ -14,7 +14,7 @@ import type {
 } from '../contract.js';
 import { ChildProcessHost } from '../runtime/process/child.js';
 import { ProcessInstance } from '../runtime/process/instance.js';
-import { unlinkStaleSegments } from '../runtime/process/shm.js';
+import { segmentPrefix, sweepStaleSegments } from '../runtime/process/owner.js';
 import { blsService, type ModelCaller } from './bls.js';
 import { responseChecker } from './check.js';
 import { childEnv, resolveInterpreter, type Interpreter } from './interpreter.js';
@@ -31,15 +31,15 @@ export interface PythonBackend extends Backend {
   attachModelCaller(caller: ModelCaller): void;
 }
 
-let processSerial = 0;
-
 export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBackend {
   let caller = opts.caller;
   let cleaned = false;
-  const cleanOnce = (prefix: string): void => {
+  // Segments of servers killed before they could remove them (the server sweeps at start too; this covers a
+  // backend used on its own).
+  const cleanOnce = (): void => {
     if (cleaned) return;
     cleaned = true;
-    unlinkStaleSegments(prefix);
+    sweepStaleSegments();
   };
 
   async function startStub(
@@ -48,7 +48,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     logger: Logger,
     signal?: AbortSignal,
   ): Promise<ChildProcessHost> {
-    cleanOnce(o.shmPrefix);
+    cleanOnce();
     try {
       return await ChildProcessHost.start(
         {
@@ -57,7 +57,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
           args: ['-m', 'nereid_python', '--spin-us', String(o.stubSpinUs)],
           env: childEnv(),
           shm: {
-            prefix: `${o.shmPrefix}${process.pid}_${processSerial++}_`,
+            prefix: segmentPrefix(o.shmPrefix),
             defaultByteSize: o.shmDefaultByteSize,
             growthByteSize: o.shmGrowthByteSize,
           },

@@ -15,7 +15,7 @@ import type {
 import { responseChecker } from '../python/check.js';
 import { ProcessInstance } from '../runtime/process/instance.js';
 import { SharedHosts, startEngineProcess } from '../runtime/process/shared-hosts.js';
-import { unlinkStaleSegments } from '../runtime/process/shm.js';
+import { segmentPrefix, sweepStaleSegments } from '../runtime/process/owner.js';
 import { ENGINE_MODEL_PY, gpuUsable, resolveEnvironment } from './environment.js';
 import { backendOptions, modelOptions } from './options.js';
 
@@ -49,8 +49,6 @@ export interface PyTorchBackendInit {
   /** Instance kinds, preferred first (tests: a machine without a GPU); default from the machine. */
   kinds?: readonly InstanceKind[];
 }
-
-let serial = 0;
 
 export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { readonly kinds: readonly InstanceKind[] } {
   let cleaned = false;
@@ -86,7 +84,7 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
       if (signal?.aborted) throw new UnavailableError(`load of model '${name}' was cancelled`);
       if (!cleaned) {
         cleaned = true;
-        unlinkStaleSegments(SHM_PREFIX);
+        sweepStaleSegments();
       }
       logger.info(`model '${name}' version ${ctx.version} runs on PyTorch in ${env.executable} (from ${env.source})`);
       const io = JSON.stringify(ioOf(ctx.config));
@@ -98,7 +96,7 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
           {
             kind: 'pytorch process',
             python: env,
-            shmPrefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
+            shmPrefix: segmentPrefix(SHM_PREFIX),
             options: o,
             logger: logger.child({ device }),
             setup: 'bash scripts/setup-python.sh --torch',

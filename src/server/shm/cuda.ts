@@ -9,7 +9,8 @@ import { checkSlice, CLIENT_SHM_DISABLED, MAX_REGIONS, unregisterHeld, type Regi
  *
  * Ownership: this class owns every opened handle. A region is closed (cudaIpcCloseMemHandle) at unregister when no
  * request holds it, else when its last holder releases it (Triton's awaiting_unregister): a request's slice stays
- * mapped until the request is done, and an unregistered region takes no new users. Threading: main thread only;
+ * mapped until the request is done, and until then the region serves new requests too, as Triton's does.
+ * Threading: main thread only;
  * the CUDA calls are synchronous (src/native/cudart.ts says why).
  *
  * Safety rules, as Triton's: the handle must be exactly 64 bytes; the registered byte_size must fit in the
@@ -78,8 +79,7 @@ export class CudaSharedMemory {
   }
 
   has(name: string): boolean {
-    const r = this.#regions.get(name);
-    return r !== undefined && !r.unregistered;
+    return this.#regions.has(name);
   }
 
   status(name?: string): CudaRegionStatus[] {
@@ -163,7 +163,7 @@ export class CudaSharedMemory {
   /** Checks a request's slice in Triton's order and wording, and holds the region until `release`. */
   acquire(name: string, offset: bigint, byteSize: bigint): CudaSlice {
     const r = this.#regions.get(name);
-    if (r === undefined || r.unregistered) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
+    if (r === undefined) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
     checkSlice(name, r.byteSize, offset, byteSize);
     const rt = this.#runtime;
     if (rt === undefined) throw gpusNotSupported(name); // unreachable: a region exists only once CUDA was loaded

@@ -32,16 +32,21 @@ describe('SystemSharedMemory', () => {
     shm.close();
   });
 
-  it('an unregistered region in use stays listed and usable by its holder until released, then closes', async () => {
+  it('an unregistered region in use stays listed and usable, new users too (Triton), until the last releases it', async () => {
     const shm = new SystemSharedMemory({ enabled: true });
     shm.register('r', key, 0n, 64n);
     const held = shm.acquire('r', 0n, 4n);
     shm.unregister();
     assert.equal(shm.status().length, 1, 'listed while in use');
-    assert.throws(() => shm.acquire('r', 0n, 4n), /Unable to find shared memory region/, 'no new users');
+    assert.throws(() => shm.register('r', key, 0n, 64n), /already in manager/, 'the name is still taken');
+    const late = shm.acquire('r', 0n, 4n);
     assert.equal((await held.read()).length, 4, 'the holder still reads');
     shm.release(held);
+    assert.equal(shm.status().length, 1, 'the late user holds it');
+    assert.equal((await late.read()).length, 4);
+    shm.release(late);
     assert.deepEqual(shm.status(), []);
+    assert.throws(() => shm.acquire('r', 0n, 4n), /Unable to find shared memory region: 'r'/);
     shm.register('r', key, 0n, 64n); // the name is free again
     shm.close();
   });

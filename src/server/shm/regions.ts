@@ -1,5 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, read, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { OWNER_PREFIX, SEGMENT_BASES } from '../../backends/runtime/process/owner.js';
+import { usedByProcessTree } from '../../backends/runtime/process/process-tree.js';
 import { AlreadyExistsError, InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
 
 /**
@@ -19,6 +21,11 @@ import { AlreadyExistsError, InvalidArgError, NotFoundError, UnsupportedError } 
  * slash: never a path), opened without following symlinks (libuv adds O_CLOEXEC); the registered slice must lie inside the object; every
  * request slice is checked against the registered one in 64-bit arithmetic; a region in use by a request is closed
  * only when the last such request has finished (unregister marks it); Triton's reserved prefix is refused.
+ *
+ * The server's own segments (the process transport's, its children's, whatever their name) are never a client's
+ * region: a client that registered one would read and overwrite other requests' tensors. Their name prefixes are
+ * refused like Triton's reserved one, and, since a name proves nothing (a hard link, a rename, a segment a Python
+ * model made itself), so is any object that this process or a descendant has open or mapped, by device and inode.
  */
 
 /** Where POSIX shm_open keeps its objects on Linux. */
@@ -26,6 +33,11 @@ const SHM_DIR = '/dev/shm';
 
 /** Keys with this prefix belong to Triton's Python backend; a client must never map them (CVE-2025-23319). */
 export const RESERVED_KEY_PREFIX = 'triton_python_backend_shm_region_';
+
+/** Every reserved prefix: Triton's, then Nereid's segment and owner-file prefixes (owner.ts). */
+function reservedPrefixes(): string[] {
+  return [RESERVED_KEY_PREFIX, ...SEGMENT_BASES, OWNER_PREFIX];
+}
 
 /** At most this many regions at once: each holds a file descriptor. */
 export const MAX_REGIONS = 1024;
@@ -157,9 +169,16 @@ export class SystemSharedMemory {
       throw new InvalidArgError(`Unable to open shared memory region: '${key}'`, { cause: err });
     }
     try {
-      const st = fstatSync(fd);
+      const st = fstatSync(fd, { bigint: true });
       if (!st.isFile()) throw new InvalidArgError(`Invalid shared memory region: '${key}'`);
-      if (offset + byteSize > BigInt(st.size)) {
+      // Our own descriptors are left out: this one, and those of client regions (a key may back several regions).
+      const ours = new Set([fd, ...[...this.#regions.values()].map((r) => r.fd)]);
+      if (usedByProcessTree({ dev: st.dev, ino: st.ino }, ours)) {
+        throw new InvalidArgError(
+          `cannot register shared memory region '${name}' with key '${key}' as the key names shared memory that the server uses`,
+        );
+      }
+      if (offset + byteSize > st.size) {
         throw new InvalidArgError(`failed to register shared memory region '${name}': invalid args`);
       }
     } catch (err) {
@@ -169,7 +188,10 @@ export class SystemSharedMemory {
     this.#regions.set(name, { name, key, offset, byteSize, fd, users: 0, unregistered: false });
   }
 
-  /** Unregisters one region (unknown names are fine, as in Triton) or all; in-use regions close when released. */
+  /**
+   * Unregisters one region (unknown names are fine, as in Triton) or all; in-use regions close when released, and
+   * until then stay listed, usable and their names taken (Triton's awaiting_unregister).
+   */
   unregister(name?: string): void {
     if (!this.#enabled) throw new UnsupportedError(CLIENT_SHM_DISABLED);
     unregisterHeld(this.#regions, name, (r) => this.#close(r));
@@ -177,11 +199,12 @@ export class SystemSharedMemory {
 
   /**
    * Checks a request's slice (Triton's order and wording: offset, 64-bit overflow, bounds) and holds the region until
-   * `release` is called. A region being unregistered takes no new users.
+   * `release` is called. A region being unregistered still serves new requests until the last holder releases it:
+   * Triton's GetMemoryInfo ignores its awaiting_unregister mark, and the region stays in its map until then.
    */
   acquire(name: string, offset: bigint, byteSize: bigint): RegionSlice {
     const r = this.#regions.get(name);
-    if (r === undefined || r.unregistered) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
+    if (r === undefined) throw new NotFoundError(`Unable to find shared memory region: '${name}'`);
     checkSlice(name, r.byteSize, offset, byteSize);
     r.users++;
     const position = Number(r.offset + offset);
@@ -222,9 +245,10 @@ function checkKey(name: string, key: string): string {
   const file = key.replace(/^\/+/, '');
   if (file === '')
     throw new InvalidArgError(`cannot register shared memory region '${name}' - invalid shm key '${key}'`);
-  if (file.startsWith(RESERVED_KEY_PREFIX)) {
+  const reserved = reservedPrefixes().find((p) => file.startsWith(p));
+  if (reserved !== undefined) {
     throw new InvalidArgError(
-      `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${RESERVED_KEY_PREFIX}'`,
+      `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${reserved}'`,
     );
   }
   // shm_open names hold no further slash: anything else would be a path under /dev/shm (or out of it).

@@ -30,6 +30,7 @@ interface Libc {
   mmap: (addr: null, length: number, prot: number, flags: number, fd: number, offset: number) => unknown;
   munmap: (addr: unknown, length: number) => number;
   posixFallocate: (fd: number, offset: number, len: number) => number;
+  flock: (fd: number, operation: number) => number;
 }
 
 let libc: Libc | undefined;
@@ -42,8 +43,21 @@ function lib(): Libc {
     mmap: c.func('void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)'),
     munmap: c.func('int munmap(void *addr, size_t length)'),
     posixFallocate: c.func('int posix_fallocate(int fd, int64_t offset, int64_t len)'),
+    flock: c.func('int flock(int fd, int operation)'),
   };
   return libc;
+}
+
+const LOCK_EX = 2;
+const LOCK_NB = 4;
+
+/**
+ * Takes an exclusive flock(2) on `fd`: waits for it, or with `wait: false` answers false when another open file
+ * holds it. flock locks belong to the open file (not the process) and are dropped by the kernel when the holder
+ * dies, whatever pid namespace it ran in: what tells a dead server's segments from a live one's (owner.ts).
+ */
+export function lockFile(fd: number, wait: boolean): boolean {
+  return lib().flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) === 0;
 }
 
 /** One mapped segment file. */
