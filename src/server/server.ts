@@ -240,14 +240,18 @@ export class InferenceServer implements InferenceServerApi {
       v = model.versions.get(Number(version));
       if (!v) throw new NotFoundError(`Request for unknown model: '${name}' version ${version} is not found`);
       if (v.state !== 'READY') {
-        throw new UnavailableError(`Request for unknown model: '${name}' version ${version} is not at ready state`);
+        const why = v.reason ? `: ${this.#paths.redact(v.reason)}` : '';
+        throw new UnavailableError(
+          `Request for unknown model: '${name}' version ${version} is not at ready state${why}`,
+        );
       }
     } else {
       v = latestReady(model);
+      // The repository has this model (its config resolved) but no version serves now (an instance restarting,
+      // a composing model missing, a version that failed): UNAVAILABLE with the reason, never "not found".
       if (!v) {
-        throw new NotFoundError(
-          `Request for unknown model: '${name}' has no available versions${model.reason ? ` (${model.reason})` : ''}`,
-        );
+        const why = model.reason ? this.#paths.redact(model.reason) : 'no version is ready';
+        throw new UnavailableError(`model '${name}' is not available now: ${why}`);
       }
     }
     return new Target(model, v, model.spec);
