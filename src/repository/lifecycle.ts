@@ -28,6 +28,16 @@ interface PendingLoad {
   promise: Promise<Model>;
 }
 
+export interface LifecycleDeps extends Omit<LoaderDeps, 'onHealth'> {
+  isClosed(): boolean;
+  /**
+   * A load stopped serving: replaced by a reload, unloaded, or closed. Called in the same turn as the swap,
+   * before the old load retires (its in-flight requests still finish), so that whatever is keyed by that load
+   * (the response cache) is dropped before a request can reach the new one.
+   */
+  onReplaced?(old: Model): void;
+}
+
 /**
  * One object per model name (Triton's ModelLifecycle): it owns the model's current state and runs its load,
  * reload and unload operations one at a time, in the order they were asked for.
@@ -45,10 +55,10 @@ export class ModelLifecycle {
   /** Operations asked for so far. */
   #ops = 0;
   readonly #pending: PendingLoad[] = [];
-  readonly #deps: Omit<LoaderDeps, 'onHealth'> & { isClosed(): boolean };
+  readonly #deps: LifecycleDeps;
   readonly #logger: Logger;
 
-  constructor(name: string, initial: Model, deps: Omit<LoaderDeps, 'onHealth'> & { isClosed(): boolean }) {
+  constructor(name: string, initial: Model, deps: LifecycleDeps) {
     this.name = name;
     this.#current = initial;
     this.#deps = deps;
@@ -130,6 +140,7 @@ export class ModelLifecycle {
     const ok = model.state === 'READY' && [...model.versions.values()].every((v) => v.state === 'READY');
     if (ok || !serving) {
       this.#current = model;
+      this.#deps.onReplaced?.(old);
       // The old load retires in the background (its in-flight requests finish); a failure there is only logged.
       if (old !== model)
         this.#retire(old).catch((err: unknown) => this.#logger.error({ err }, 'retiring the old load failed'));
@@ -150,6 +161,7 @@ export class ModelLifecycle {
     return this.#enqueue(async () => {
       const old = this.#current;
       this.#current = unloadedModel(old);
+      this.#deps.onReplaced?.(old);
       await this.#retire(old);
     });
   }
@@ -157,7 +169,10 @@ export class ModelLifecycle {
   /** Retires whatever is current (server shutdown): waits for the operations before it. */
   close(): Promise<void> {
     for (const p of this.#pending) p.controller.abort();
-    return this.#enqueue(() => this.#retire(this.#current));
+    return this.#enqueue(() => {
+      this.#deps.onReplaced?.(this.#current);
+      return this.#retire(this.#current);
+    });
   }
 
   async #retire(model: Model): Promise<void> {

@@ -18,6 +18,8 @@ export interface RepositoryOptions {
   runStep: StepRunner;
   /** The server has a response cache. */
   responseCache: boolean;
+  /** A load of a model stopped serving (see ModelLifecycle's `onReplaced`). */
+  onReplaced?(model: Model): void;
 }
 
 /**
@@ -63,6 +65,7 @@ export class ModelRepository {
         responseCache: this.#opts.responseCache,
         dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
+        onReplaced: (m) => this.#opts.onReplaced?.(m),
       });
       this.#models.set(name, l);
     }

@@ -47,7 +47,7 @@ import { CudaSharedMemory } from './shm/cuda.js';
 import type { CudaRuntime, CudaUnavailable } from '../native/cudart.js';
 import { SystemSharedMemory } from './shm/regions.js';
 import { takeSequenceParams, type SequenceParams } from './sequence-params.js';
-import { cacheKey, ResponseCache } from './response-cache.js';
+import { cacheKey, forgetLoad, ResponseCache, type CacheSlot } from './response-cache.js';
 import type { StepRequest } from '../scheduler/ensemble/scheduler.js';
 import { Target } from './target.js';
 
@@ -178,6 +178,7 @@ export class InferenceServer implements InferenceServerApi {
       logger,
       runStep: (step, signal): Promise<Tensor[]> => server.#runStep(step, signal),
       responseCache: opts.responseCacheBytes !== undefined,
+      onReplaced: (old) => server.#cache && forgetLoad(server.#cache, old, repo),
     });
     const server: InferenceServer = new InferenceServer(repo, opts);
     // Backends whose models call models (Python BLS) do it through infer(), like any client.
@@ -237,14 +238,18 @@ export class InferenceServer implements InferenceServerApi {
       v = model.versions.get(Number(version));
       if (!v) throw new NotFoundError(`Request for unknown model: '${name}' version ${version} is not found`);
       if (v.state !== 'READY') {
-        throw new UnavailableError(`Request for unknown model: '${name}' version ${version} is not at ready state`);
+        const why = v.reason ? `: ${this.#paths.redact(v.reason)}` : '';
+        throw new UnavailableError(
+          `Request for unknown model: '${name}' version ${version} is not at ready state${why}`,
+        );
       }
     } else {
       v = latestReady(model);
+      // The repository has this model (its config resolved) but no version serves now (an instance restarting,
+      // a composing model missing, a version that failed): UNAVAILABLE with the reason, never "not found".
       if (!v) {
-        throw new NotFoundError(
-          `Request for unknown model: '${name}' has no available versions${model.reason ? ` (${model.reason})` : ''}`,
-        );
+        const why = model.reason ? this.#paths.redact(model.reason) : 'no version is ready';
+        throw new UnavailableError(`model '${name}' is not available now: ${why}`);
       }
     }
     return new Target(model, v, model.spec);
@@ -416,9 +421,10 @@ export class InferenceServer implements InferenceServerApi {
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
     // Device tensors carry no host data to hash (#takesDeviceTensors keeps them from cached models anyway).
     const cache = version.stats.cache === undefined || engineRequest.device !== undefined ? undefined : this.#cache;
-    const key = cache && cacheKey(model.name, version.version, engineRequest, parameters);
-    const hit = key === undefined ? undefined : cache?.lookup(key);
-    const lookupNs = key === undefined ? 0 : Number(process.hrtime.bigint() - started);
+    // The slot belongs to this load of the version: a reload or unload forgets it (see ResponseCache).
+    const slot = cache?.slot(version, cacheKey(model.name, version.version, engineRequest, parameters));
+    const hit = slot === undefined ? undefined : cache?.lookup(slot);
+    const lookupNs = slot === undefined ? 0 : Number(process.hrtime.bigint() - started);
     let result: ScheduledResult;
     if (hit !== undefined) {
       result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
@@ -437,7 +443,7 @@ export class InferenceServer implements InferenceServerApi {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
       throw err;
     }
-    if (key !== undefined && cache !== undefined) this.#remember(cache, key, target, result, lookupNs);
+    if (slot !== undefined && cache !== undefined) this.#remember(cache, slot, target, result, lookupNs);
     const totalNs = Number(process.hrtime.bigint() - started);
     version.stats.recordSuccess(batchSize, totalNs, result.queueNs, result.timings);
     this.#observer.requestSucceeded(model.name, version.version, {
@@ -459,15 +465,15 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   /** Stores a computed answer; a response larger than the whole cache is said once per version. */
-  #remember(cache: ResponseCache, key: string, target: Target, result: ScheduledResult, lookupNs: number): void {
+  #remember(cache: ResponseCache, slot: CacheSlot, target: Target, result: ScheduledResult, lookupNs: number): void {
     const t = process.hrtime.bigint();
-    const stored = cache.insert(key, result.outputs);
+    const stored = cache.insert(slot, result.outputs);
     target.versionEntry.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - t));
     if (stored === 'too_large' && !this.#tooLarge.has(target.versionEntry)) {
       this.#tooLarge.add(target.versionEntry);
       this.#logger.warn(
         { model: target.model.name, version: target.version },
-        `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
+        `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(slot.key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
       );
     }
   }

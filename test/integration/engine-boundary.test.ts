@@ -132,7 +132,8 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
     assert.equal(row?.state, 'UNAVAILABLE');
     assert.match(row?.reason ?? '', /no healthy instance.*looping_0.*exited with code 70; restarting/);
     const refused = await infer(s.url, 'looping');
-    assert.equal(refused.status, 404, JSON.stringify(refused.body));
+    assert.equal(refused.status, 503, JSON.stringify(refused.body));
+    assert.match(refused.body.error ?? '', /not available now: .*no healthy instance.*restarting/);
     assert.equal((await fetch(`${s.url}/v2/health/ready`)).status, 400, 'the server is not ready either');
     const metrics = await (await fetch(`http://127.0.0.1:${s.metricsPort}/metrics`)).text();
     assert.match(metrics, /nereid_model_instances_healthy\{model="looping",version="1"\} 0/);

@@ -307,11 +307,9 @@ describe('ensembles: load order, dependents and bad graphs', () => {
       assert.equal((await post('/v2/repository/models/add_sub/unload')).status, 200);
       assert.equal(await ready('diamond'), 400);
       const r = await infer(s.url, 'diamond', { A, B });
-      assert.equal(r.status, 404);
-      assert.match(
-        r.body.error ?? '',
-        /'diamond' has no available versions .*composing model 'add_sub' is not available/,
-      );
+      // The repository has the ensemble but cannot serve it now: UNAVAILABLE with the reason, not "not found".
+      assert.equal(r.status, 503);
+      assert.match(r.body.error ?? '', /'diamond' is not available now: .*composing model 'add_sub' is not available/);
 
       // Loading the composing model again brings the ensemble back.
       assert.equal((await post('/v2/repository/models/add_sub/load')).status, 200);
