@@ -28,6 +28,21 @@ export class Target implements ResolvedModel {
   get decoupled(): boolean {
     return this.spec.config.model_transaction_policy?.decoupled === true;
   }
+  /**
+   * Whether a request's CUDA slices may reach the scheduler as device tensors (the instance that runs it then
+   * decides: its own device → zero copy, else a host copy; backends/device-placement.ts), or must be copied to host
+   * memory at once: ensembles and sequence batchers copy and keep input data, the response cache hashes it, and a
+   * decoupled model's responses are not written back to the region one by one.
+   */
+  get takesDeviceTensors(): boolean {
+    const { spec, versionEntry } = this;
+    return (
+      spec.sequence === undefined &&
+      spec.ensemble === undefined &&
+      versionEntry.stats.cache === undefined &&
+      !this.decoupled
+    );
+  }
   get inputs(): TensorMetadata[] {
     return [...this.spec.inputs.values()].map((t) => ({ name: t.name, datatype: t.datatype, shape: [...t.fullDims] }));
   }
