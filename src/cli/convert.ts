@@ -6,7 +6,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { printModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { ERROR_CLASSES, InvalidArgError, UnavailableError, type ErrorCode } from '../core/errors.js';
+import { errorFromCompact, InvalidArgError, UnavailableError, type CompactErrorData } from '../core/errors.js';
 import { resolveEnvironment, type TensorRTEnvironment } from '../backends/tensorrt/environment.js';
 import { completeFromPlan } from '../backends/tensorrt/facts.js';
 import { backendOptions } from '../backends/tensorrt/options.js';
@@ -270,7 +270,7 @@ export function runBuilder(
       reject(new UnavailableError(`cannot run '${env.executable}' (from ${env.source}): ${e.message}`)),
     );
     child.on('close', (code, signal) => {
-      let answer: { error?: { c: ErrorCode; m: string } } & Record<string, unknown>;
+      let answer: { error?: CompactErrorData } & Record<string, unknown>;
       try {
         answer = JSON.parse(last) as typeof answer;
       } catch {
@@ -282,8 +282,7 @@ export function runBuilder(
         return;
       }
       if (answer.error) {
-        const Ctor = ERROR_CLASSES[answer.error.c] ?? UnavailableError;
-        reject(new Ctor(answer.error.m));
+        reject(errorFromCompact(answer.error, 'the builder failed', 'UNAVAILABLE'));
         return;
       }
       resolvePromise(answer);

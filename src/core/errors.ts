@@ -96,3 +96,59 @@ export const ERROR_CLASSES: Readonly<Record<ErrorCode, new (message: string) => 
   INTERNAL: InternalError,
   UNKNOWN: UnknownError,
 });
+
+/**
+ * A NereidError as plain data, for everything that crosses a thread, a process or a pipe as data (front-end and
+ * engine threads by postMessage, child engines and helper processes as JSON). `unexpected` errors keep their
+ * cause's text and stack, so the side that answers the client logs what really happened.
+ */
+export interface ErrorData {
+  code: ErrorCode;
+  message: string;
+  unexpected?: boolean;
+  stack?: string;
+  cause?: { name: string; message: string; stack?: string };
+}
+
+/** The compact form Nereid's Python processes write (`{"c": code, "m": message}`). */
+export interface CompactErrorData {
+  c: string;
+  m: string;
+}
+
+export function errorToData(err: unknown): ErrorData {
+  const e = NereidError.from(err);
+  const out: ErrorData = { code: e.code, message: e.message, unexpected: e.unexpected, stack: e.stack };
+  const cause = e.cause;
+  if (cause instanceof Error) out.cause = { name: cause.name, message: cause.message, stack: cause.stack };
+  else if (cause !== undefined) out.cause = { name: 'Error', message: String(cause) };
+  return out;
+}
+
+/**
+ * The same class and code on this side; an unexpected error stays unexpected (the protocol logs it with an id).
+ * Data from outside TypeScript may carry a code Nereid does not have: `unknownAs` says which class it becomes.
+ */
+export function errorFromData(d: ErrorData, unknownAs: ErrorCode = 'INTERNAL'): NereidError {
+  let cause: Error | undefined;
+  if (d.cause !== undefined) {
+    cause = new Error(d.cause.message);
+    cause.name = d.cause.name;
+    if (d.cause.stack !== undefined) cause.stack = d.cause.stack;
+  }
+  const e = d.unexpected
+    ? new InternalError(d.message, { cause, unexpected: true })
+    : new (ERROR_CLASSES[d.code] ?? ERROR_CLASSES[unknownAs])(String(d.message));
+  if (d.stack !== undefined) e.stack = d.stack;
+  return e;
+}
+
+/** A Python process's `{c, m}`; `fallback` is the message when it sent none at all. */
+export function errorFromCompact(
+  e: CompactErrorData | undefined,
+  fallback: string,
+  unknownAs: ErrorCode = 'INTERNAL',
+): NereidError {
+  if (e === undefined || typeof e !== 'object') return new ERROR_CLASSES[unknownAs](fallback);
+  return errorFromData({ code: e.c as ErrorCode, message: e.m }, unknownAs);
+}

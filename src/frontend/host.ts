@@ -1,3 +1,4 @@
+import { errorFromData, errorToData } from '../core/errors.js';
 import type { IncomingMessage } from 'node:http';
 import type { MessagePort } from 'node:worker_threads';
 import { InvalidArgError, type NereidError } from '../core/errors.js';
@@ -8,11 +9,9 @@ import type { InferenceServerApi, ResolvedModel } from '../server/api.js';
 import { Outbox } from './outbox.js';
 import { answerSyncCalls } from './sync-call.js';
 import {
-  fromWireError,
   InferFlag,
   packResult,
   Tag,
-  toWireError,
   unpackInfer,
   type CallMessage,
   type ErrorMessage,
@@ -88,7 +87,7 @@ export class FrontEndHost {
         this.#call(msg as CallMessage);
         return true;
       case Tag.ABORT:
-        this.#abort(msg[1] as number, fromWireError(msg[2] as WireError));
+        this.#abort(msg[1] as number, errorFromData(msg[2] as WireError));
         return true;
       case Tag.RELEASE:
         for (const id of msg[1] as number[]) this.#controllers.delete(id);
@@ -132,7 +131,7 @@ export class FrontEndHost {
     const token = msg[3];
     let stale = false;
     const fail = (err: unknown): void => {
-      const reply: ErrorMessage = [Tag.ERROR, id, stale, toWireError(err)];
+      const reply: ErrorMessage = [Tag.ERROR, id, stale, errorToData(err)];
       this.#outbox.send(reply);
     };
     let resolved: ResolvedModel;
@@ -172,7 +171,7 @@ export class FrontEndHost {
   #call([, id, signalId, method, args]: CallMessage): void {
     const reply = (ok: boolean, value: unknown): void => {
       const msg: ReplyMessage = [Tag.REPLY, id, ok, value];
-      this.#outbox.send(msg, undefined, (err) => this.#outbox.send([Tag.REPLY, id, false, toWireError(err)]));
+      this.#outbox.send(msg, undefined, (err) => this.#outbox.send([Tag.REPLY, id, false, errorToData(err)]));
     };
     const opts = { ...(args[1] as object), signal: this.#signal(signalId) };
     const run =
@@ -183,7 +182,7 @@ export class FrontEndHost {
           : Promise.reject(new InvalidArgError(`unknown call '${String(method)}'`));
     run.then(
       () => reply(true, undefined),
-      (err: unknown) => reply(false, toWireError(err)),
+      (err: unknown) => reply(false, errorToData(err)),
     );
   }
 

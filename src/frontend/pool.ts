@@ -1,3 +1,4 @@
+import { errorFromData } from '../core/errors.js';
 import { MessageChannel, type Worker } from 'node:worker_threads';
 import { CancelledError, InvalidArgError, type NereidError } from '../core/errors.js';
 import { noopLogger, type Logger } from '../core/logger.js';
@@ -7,7 +8,7 @@ import { DEFAULT_DRAIN_IDLE_MS } from '../protocol/http/server.js';
 import { FrontEndHost } from './host.js';
 import { spawnFrontEndThread } from './spawn.js';
 import type { FrontEndConsole, FrontEndGrpcOptions, FrontEndHttpOptions } from './thread-data.js';
-import { fromWireError, Tag, type WireError } from './wire.js';
+import { Tag, type WireError } from './wire.js';
 
 /**
  * N front-end threads (`--http-thread-count`), each running the HTTP and gRPC protocol code on listeners that share
@@ -138,7 +139,7 @@ class FrontEndThread {
           ready({ httpPort: msg[1] as number, httpAddress: msg[2] as string, grpcPort: msg[3] as number });
           break;
         case Tag.FAILED:
-          failed(fromWireError(msg[1] as WireError));
+          failed(errorFromData(msg[1] as WireError));
           void this.worker.terminate();
           break;
         case Tag.CLOSED:

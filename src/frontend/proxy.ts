@@ -1,3 +1,4 @@
+import { errorFromData, errorToData } from '../core/errors.js';
 import type { MessagePort } from 'node:worker_threads';
 import type { ModelConfig } from '../config/model-config.js';
 import { NereidError } from '../core/errors.js';
@@ -19,11 +20,9 @@ import type {
 import { Outbox } from './outbox.js';
 import type { SyncCaller } from './sync-call.js';
 import {
-  fromWireError,
   InferFlag,
   packInfer,
   Tag,
-  toWireError,
   unpackResult,
   type AsyncMethod,
   type CallMessage,
@@ -122,12 +121,12 @@ export class ProxyServerApi implements InferenceServerApi {
     if (tag === Tag.REPLY) {
       const [, , ok, value] = msg as ReplyMessage;
       if (ok) p.resolve(value);
-      else p.reject(fromWireError(value as ErrorMessage[3]));
+      else p.reject(errorFromData(value as ErrorMessage[3]));
       return true;
     }
     if ((msg as ResultMessage | ErrorMessage)[2] && p.lookup !== undefined) this.#forget(p.lookup);
     if (tag === Tag.RESULT) p.resolve(unpackResult(msg as ResultMessage, arena));
-    else p.reject(fromWireError((msg as ErrorMessage)[3]));
+    else p.reject(errorFromData((msg as ErrorMessage)[3]));
     return true;
   }
 
@@ -200,7 +199,7 @@ export class ProxyServerApi implements InferenceServerApi {
     const sid = (id = ++this.#nextSignal);
     this.#signals.set(signal, sid);
     this.#collected.register(signal, sid);
-    const abort = (): void => this.#outbox.send([Tag.ABORT, sid, toWireError(signal.reason)]);
+    const abort = (): void => this.#outbox.send([Tag.ABORT, sid, errorToData(signal.reason)]);
     if (signal.aborted) abort();
     else signal.addEventListener('abort', abort, { once: true });
     return sid;

@@ -1,6 +1,7 @@
+import { errorFromData, errorToData } from '../core/errors.js';
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { UnavailableError } from '../core/errors.js';
-import { fromWireError, toWireError, type SyncMethod, type WireError } from './wire.js';
+import { type SyncMethod, type WireError } from './wire.js';
 
 /**
  * Synchronous calls from a front-end thread to the main thread, for the facade methods the protocols call without
@@ -44,7 +45,7 @@ export class SyncCaller {
         // An answer to an earlier call that timed out: dropped.
         if (answer[0] !== seq) continue;
         if (answer[1]) return answer[2] as T;
-        throw fromWireError(answer[2]);
+        throw errorFromData(answer[2]);
       }
       // The flag may still be raised by a late answer to an earlier call: lower it and look again, so the wait
       // below sleeps rather than spins.
@@ -73,13 +74,13 @@ export function answerSyncCalls(
     try {
       answer = [seq, true, handle(method, args)];
     } catch (err) {
-      answer = [seq, false, toWireError(err)];
+      answer = [seq, false, errorToData(err)];
     }
     try {
       port.postMessage(answer);
     } catch (err) {
       // A value that cannot be cloned is a bug here, not the caller's: it gets INTERNAL instead of waiting out.
-      port.postMessage([seq, false, toWireError(err)] satisfies SyncAnswer);
+      port.postMessage([seq, false, errorToData(err)] satisfies SyncAnswer);
     }
     Atomics.store(cell, 0, 1);
     Atomics.notify(cell, 0);

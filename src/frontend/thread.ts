@@ -1,3 +1,4 @@
+import { errorToData } from '../core/errors.js';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import type { IncomingMessage } from 'node:http';
 import { consoleRoutes, crossSiteRefusal, type ConsoleCategory, type ConsoleSources } from '../console/index.js';
@@ -9,7 +10,7 @@ import { forwardingLogger } from './log.js';
 import { ProxyServerApi } from './proxy.js';
 import { SyncCaller } from './sync-call.js';
 import type { ThreadData } from './thread-data.js';
-import { Tag, toWireError } from './wire.js';
+import { Tag } from './wire.js';
 
 /**
  * Entry of a front-end thread: the unchanged HTTP and gRPC protocol code, listening with SO_REUSEPORT on the ports
@@ -72,7 +73,7 @@ function fatal(err: unknown): void {
     { err },
     `front-end thread ${data.index} failed: it answers its in-flight requests with an error and a new thread replaces it`,
   );
-  post([Tag.FATAL, toWireError(err)]);
+  post([Tag.FATAL, errorToData(err)]);
   api.failAll(new InternalError(`front-end thread ${data.index} failed while the request was in flight`));
   setTimeout(() => process.exit(1), FATAL_GRACE_MS).unref();
   void close(FATAL_GRACE_MS, 0).finally(() => process.exit(1));
@@ -132,6 +133,6 @@ try {
   }
   post([Tag.READY, http?.port, http?.address, grpc?.port]);
 } catch (err) {
-  post([Tag.FAILED, toWireError(err)]);
+  post([Tag.FAILED, errorToData(err)]);
   await close(0, 0);
 }

@@ -1,3 +1,4 @@
+import { errorFromData, errorToData } from '../core/errors.js';
 import assert from 'node:assert/strict';
 import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { describe, it } from 'node:test';
@@ -6,11 +7,9 @@ import type { InferRequest, InferResponse } from '../core/inference.js';
 import {
   Arena,
   ARENA_MAX_BYTES,
-  fromWireError,
   packInfer,
   packResult,
   Tag,
-  toWireError,
   unpackInfer,
   unpackResult,
   type InferMessage,
@@ -187,19 +186,19 @@ describe('front-end wire', () => {
   });
 
   it('keeps the error class, code and message; an unexpected error stays unexpected with its cause', () => {
-    const nf = fromWireError(cross(toWireError(new NotFoundError('no model')), []));
+    const nf = errorFromData(cross(errorToData(new NotFoundError('no model')), []));
     assert.ok(nf instanceof NotFoundError);
     assert.equal(nf.code, 'NOT_FOUND');
     assert.equal(nf.message, 'no model');
     assert.equal(nf.unexpected, false);
 
-    const bug = fromWireError(cross(toWireError(new TypeError('x is undefined')), []));
+    const bug = errorFromData(cross(errorToData(new TypeError('x is undefined')), []));
     assert.ok(bug instanceof InternalError);
     assert.equal(bug.unexpected, true);
     assert.equal((bug.cause as Error).name, 'TypeError');
     assert.match((bug.cause as Error).stack ?? '', /x is undefined/);
 
-    const aborted = fromWireError(toWireError(new DOMException('gone', 'AbortError')));
+    const aborted = errorFromData(errorToData(new DOMException('gone', 'AbortError')));
     assert.ok(aborted instanceof CancelledError);
     assert.ok(NereidError.from(aborted) === aborted);
   });

@@ -1,6 +1,6 @@
 import * as workerThreads from 'node:worker_threads';
 import type { FixedTypedArray } from '../core/datatypes.js';
-import { ERROR_CLASSES, InternalError, NereidError, type ErrorCode } from '../core/errors.js';
+import { InternalError, type ErrorData } from '../core/errors.js';
 import type {
   InferInput,
   InferOutput,
@@ -74,38 +74,8 @@ export const InferFlag = Object.freeze({
   STREAMING: 1,
 } as const);
 
-/** A NereidError as plain data; `unexpected` ones keep their cause's text and stack for the log. */
-export interface WireError {
-  code: ErrorCode;
-  message: string;
-  unexpected: boolean;
-  stack?: string;
-  cause?: { name: string; message: string; stack?: string };
-}
-
-export function toWireError(err: unknown): WireError {
-  const e = NereidError.from(err);
-  const out: WireError = { code: e.code, message: e.message, unexpected: e.unexpected, stack: e.stack };
-  const cause = e.cause;
-  if (cause instanceof Error) out.cause = { name: cause.name, message: cause.message, stack: cause.stack };
-  else if (cause !== undefined) out.cause = { name: 'Error', message: String(cause) };
-  return out;
-}
-
-/** The same class and code on this side; an unexpected error stays unexpected, so the protocol logs it with an id. */
-export function fromWireError(w: WireError): NereidError {
-  let cause: Error | undefined;
-  if (w.cause !== undefined) {
-    cause = new Error(w.cause.message);
-    cause.name = w.cause.name;
-    if (w.cause.stack !== undefined) cause.stack = w.cause.stack;
-  }
-  const e = w.unexpected
-    ? new InternalError(w.message, { cause, unexpected: true })
-    : new ERROR_CLASSES[w.code](w.message);
-  if (w.stack !== undefined) e.stack = w.stack;
-  return e;
-}
+/** Errors cross as core/errors.ts's plain data. */
+export type WireError = ErrorData;
 
 // Node >= 21 marks Buffer's pool (and other memory that must stay put) as untransferable; postMessage throws when
 // such a buffer is in the transfer list. Older Nodes have no way to ask, and never reach here with one: the pool

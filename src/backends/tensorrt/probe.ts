@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { ERROR_CLASSES, UnavailableError, type ErrorCode } from '../../core/errors.js';
+import { errorFromCompact, UnavailableError, type CompactErrorData } from '../../core/errors.js';
 import type { PlanFacts } from './facts.js';
 import type { TensorRTEnvironment } from './environment.js';
 
@@ -35,7 +35,7 @@ export function probePlan(plan: string, env: TensorRTEnvironment, o: ProbeOption
       { env: env.env, timeout: o.timeoutMs, maxBuffer: 16 << 20, signal: o.signal },
       (err, stdout, stderr) => {
         const line = stdout.trim().split('\n').pop() ?? '';
-        let answer: { facts?: PlanFacts; error?: { c: ErrorCode; m: string } } | undefined;
+        let answer: { facts?: PlanFacts; error?: CompactErrorData } | undefined;
         try {
           answer = line ? (JSON.parse(line) as typeof answer) : undefined;
         } catch {
@@ -46,8 +46,7 @@ export function probePlan(plan: string, env: TensorRTEnvironment, o: ProbeOption
           return;
         }
         if (answer?.error) {
-          const Ctor = ERROR_CLASSES[answer.error.c] ?? UnavailableError;
-          reject(new Ctor(answer.error.m));
+          reject(errorFromCompact(answer.error, 'the probe failed', 'UNAVAILABLE'));
           return;
         }
         const tail = stderr.trim().split('\n').slice(-3).join(' | ');

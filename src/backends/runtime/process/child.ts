@@ -1,18 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import {
-  CancelledError,
-  ERROR_CLASSES,
-  InternalError,
-  UnavailableError,
-  type NereidError,
-} from '../../../core/errors.js';
+import { CancelledError, InternalError, UnavailableError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import { channelPair, type ChannelPair } from './channel.js';
 import { ChildCudaRegions } from './device.js';
 import { FrameDecoder, encodeFrame } from './frame.js';
-import type { FreeList, FromChild, ToChild, WireError } from './protocol.js';
+import type { FreeList, FromChild, ToChild } from './protocol.js';
 import { HostArena, PeerSegments, unlinkSegments, type ShmOptions } from './shm.js';
 
 /**
@@ -415,11 +409,4 @@ function forwardLines(child: ChildProcess, logger: Logger, stderrTail: string[])
   };
   each(child.stdout, 'stdout');
   each(child.stderr, 'stderr');
-}
-
-/** A child's error as the NereidError of its code. */
-export function fromWireError(e: WireError | undefined, fallback: string): NereidError {
-  if (e === undefined || typeof e !== 'object') return new InternalError(fallback);
-  const Ctor = ERROR_CLASSES[e.c] ?? InternalError;
-  return new Ctor(String(e.m));
 }

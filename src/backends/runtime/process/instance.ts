@@ -1,9 +1,15 @@
 import type { DeviceMemory } from '../../../core/device.js';
-import { CancelledError, InternalError, NereidError, UnavailableError } from '../../../core/errors.js';
+import {
+  CancelledError,
+  errorFromCompact,
+  InternalError,
+  NereidError,
+  UnavailableError,
+} from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import type { Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
-import { fromWireError, type ChildProcessHost, type HostedInstance } from './child.js';
+import type { ChildProcessHost, HostedInstance } from './child.js';
 import { deviceWire, hostCopiesWithoutIpc } from './device.js';
 import type { FromChild, WireRequest, WireResponse } from './protocol.js';
 import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type DeviceSlots } from './wire.js';
@@ -223,7 +229,7 @@ export class ProcessInstance implements Instance, HostedInstance {
         const p = this.#init;
         this.#init = undefined;
         if (msg.tb) this.#opts.logger.error(`initialize() of instance ${this.name} failed:\n${msg.tb}`);
-        const e = fromWireError(msg.e, 'initialize failed');
+        const e = errorFromCompact(msg.e, 'initialize failed');
         p?.reject(
           new (e.constructor as typeof InternalError)(`instance ${this.name}: initialize() failed: ${e.message}`),
         );
@@ -272,7 +278,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     }
     const t0 = now();
     let resp: EngineResponse | Error | null;
-    if (msg.e) resp = fromWireError(msg.e, 'model error');
+    if (msg.e) resp = errorFromCompact(msg.e, 'model error');
     else if (msg.none) resp = null;
     else {
       try {
@@ -304,7 +310,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     b.returned = true;
     if (msg.err) {
       this.#finish(b);
-      b.reject(fromWireError(msg.err, `instance ${this.name}: execute failed`));
+      b.reject(errorFromCompact(msg.err, `instance ${this.name}: execute failed`));
       return;
     }
     if (msg.r) {
@@ -321,7 +327,7 @@ export class ProcessInstance implements Instance, HostedInstance {
       }
       msg.r.forEach((r, i) => {
         if (r === null || i >= b.requests.length) return;
-        if (r.e) this.#deliver(b, i, fromWireError(r.e, 'model error'), true);
+        if (r.e) this.#deliver(b, i, errorFromCompact(r.e, 'model error'), true);
         else if (readError) this.#deliver(b, i, readError, true);
         else this.#deliver(b, i, r.p ? { outputs: outputs![i], parameters: r.p } : { outputs: outputs![i] }, true);
       });

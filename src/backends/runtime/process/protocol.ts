@@ -1,4 +1,4 @@
-import type { ErrorCode } from '../../../core/errors.js';
+import type { CompactErrorData } from '../../../core/errors.js';
 
 /**
  * Messages of the control channel (JSON, framed by frame.ts). The Python side is python/nereid_python (stub.py,
@@ -33,10 +33,8 @@ export type CudaRegionWire = [region: number, device: number, handle: string];
 export type DeviceSlotWire = [region: number, offset: number, bytes: number];
 export type FreeList = [seg: number, off: number][];
 
-export interface WireError {
-  c: ErrorCode;
-  m: string;
-}
+/** A child's error: core/errors.ts's compact form. */
+export type WireError = CompactErrorData;
 
 /** One request of an `exec`. `c`: numeric correlation id (decimal text), `cs`: string correlation id. */
 export interface WireRequest {

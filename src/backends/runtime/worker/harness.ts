@@ -1,9 +1,10 @@
+import { errorToData } from '../../../core/errors.js';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { EngineAdapter, EngineInstance, EngineModel, EngineResponse, Responder } from '../../contract.js';
 import { EngineFault } from '../fault.js';
 import type { Logger } from '../../../core/logger.js';
 import type { FromEngine, LogLevel, ToEngine, WireResponse, WorkerData } from './protocol.js';
-import { copyTensors, packResponses, toWireError, unpackBatch } from './wire.js';
+import { copyTensors, packResponses, unpackBatch } from './wire.js';
 
 /**
  * The engine side of the worker-thread transport: loads an adapter module (`export const adapter`), loads the
@@ -36,7 +37,7 @@ function postResponses(
     items.map((it, i) => ({
       index: it.index,
       final: it.final,
-      ...(it.error !== undefined ? { error: toWireError(it.error) } : {}),
+      ...(it.error !== undefined ? { error: errorToData(it.error) } : {}),
       ...(it.response !== undefined ? { outputs: ts[i], parameters: it.response.parameters } : {}),
     }));
   try {
@@ -107,7 +108,7 @@ async function serve(adapter: EngineAdapter, model: EngineModel): Promise<void> 
       settled = true;
       const fault = err instanceof EngineFault;
       postResponses(
-        (responses) => ({ type: 'failed', id: msg.id, responses, error: toWireError(err), fault }),
+        (responses) => ({ type: 'failed', id: msg.id, responses, error: errorToData(err), fault }),
         pending,
       );
     } finally {
@@ -123,7 +124,7 @@ async function serve(adapter: EngineAdapter, model: EngineModel): Promise<void> 
             instances.set(msg.id, inst);
             post({ type: 'created', id: msg.id });
           },
-          (err: unknown) => post({ type: 'create-error', id: msg.id, error: toWireError(err) }),
+          (err: unknown) => post({ type: 'create-error', id: msg.id, error: errorToData(err) }),
         );
         return;
       case 'execute':
@@ -163,7 +164,7 @@ async function main(): Promise<void> {
   try {
     adapter = ((await import(data.adapterUrl)) as { adapter: EngineAdapter }).adapter;
   } catch (err) {
-    post({ type: 'load-error', error: toWireError(err) });
+    post({ type: 'load-error', error: errorToData(err) });
     return;
   }
   if (data.mode === 'autocomplete') {
@@ -173,7 +174,7 @@ async function main(): Promise<void> {
         : { config: data.config, warnings: [] };
       post({ type: 'autocompleted', result });
     } catch (err) {
-      post({ type: 'load-error', error: toWireError(err) });
+      post({ type: 'load-error', error: errorToData(err) });
     }
     port!.close();
     return;
@@ -183,7 +184,7 @@ async function main(): Promise<void> {
     const ctx = { ...data.ctx, logger: threadLogger(data.ctx.logLevel) };
     model = await adapter.load(ctx, new AbortController().signal);
   } catch (err) {
-    post({ type: 'load-error', error: toWireError(err) });
+    post({ type: 'load-error', error: errorToData(err) });
     port!.close();
     return;
   }

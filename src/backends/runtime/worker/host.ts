@@ -1,3 +1,4 @@
+import { errorFromData } from '../../../core/errors.js';
 import type { Worker } from 'node:worker_threads';
 import type { ModelConfig } from '../../../config/model-config.js';
 import { CancelWatch } from '../../../core/cancel-watch.js';
@@ -18,7 +19,7 @@ import type {
 import { instanceDied } from '../fault.js';
 import type { FromEngine, ToEngine, WireResponse } from './protocol.js';
 import { spawnEngineThread } from './spawn.js';
-import { fromWireError, packBatch, unpackTensors } from './wire.js';
+import { packBatch, unpackTensors } from './wire.js';
 
 /**
  * The worker-thread transport, host side: each instance is an engine thread of its own (harness.ts) that
@@ -41,7 +42,7 @@ export function workerBackend(descriptor: BackendDescriptor, adapterUrl: string)
       const worker = spawnEngineThread({ mode: 'autocomplete', adapterUrl, config, ctx: plain });
       const msg = await firstReply(worker, signal, 'auto-complete');
       worker.unref();
-      if (msg.type === 'load-error') throw fromWireError(msg.error);
+      if (msg.type === 'load-error') throw errorFromData(msg.error);
       if (msg.type !== 'autocompleted')
         throw new InternalError(`engine thread answered '${msg.type}' to auto-complete`);
       for (const w of msg.result.warnings) logger.warn({ model: plain.modelName }, w);
@@ -106,12 +107,12 @@ async function startInstance(
     if (m.type === 'log') logger[m.level]({ ...m.obj, instance: spec.name }, m.msg);
   });
   const loaded = await firstReply(worker, signal, `loading instance ${spec.name}`);
-  if (loaded.type === 'load-error') throw fromWireError(loaded.error);
+  if (loaded.type === 'load-error') throw errorFromData(loaded.error);
   worker.postMessage({ type: 'create', id: 0, spec } satisfies ToEngine);
   const created = await firstReply(worker, signal, `creating instance ${spec.name}`);
   if (created.type === 'create-error') {
     worker.postMessage({ type: 'unload' } satisfies ToEngine);
-    throw fromWireError(created.error);
+    throw errorFromData(created.error);
   }
   return new WorkerInstance(spec.name, worker);
 }
@@ -186,7 +187,7 @@ class WorkerInstance implements Instance {
 
   #deliver(p: Pending, responses: readonly WireResponse[]): void {
     for (const r of responses) {
-      if (r.error !== undefined) p.responder.send(r.index, fromWireError(r.error), { final: true });
+      if (r.error !== undefined) p.responder.send(r.index, errorFromData(r.error), { final: true });
       else {
         const response =
           r.outputs === undefined ? null : { outputs: unpackTensors(r.outputs), parameters: r.parameters };
@@ -213,7 +214,7 @@ class WorkerInstance implements Instance {
       return;
     }
     if (msg.type === 'failed') {
-      const err = fromWireError(msg.error);
+      const err = errorFromData(msg.error);
       p.reject(err);
       if (msg.fault) this.#fail(instanceDied(this.name, 'engine thread', msg.error.message), false);
       return;

@@ -1,6 +1,6 @@
 import type { FixedTypedArray } from '../../../core/datatypes.js';
-import type { ErrorCode } from '../../../core/errors.js';
-import { ERROR_CLASSES, NereidError } from '../../../core/errors.js';
+import type { ErrorData } from '../../../core/errors.js';
+import { NereidError } from '../../../core/errors.js';
 import { decodeBytes, encodeBytes, type Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse } from '../../contract.js';
 
@@ -34,19 +34,8 @@ export interface WireBatch {
   correlationIds: (EngineRequest['correlationId'] | undefined)[];
 }
 
-export interface WireError {
-  code: ErrorCode;
-  message: string;
-}
-
-export function toWireError(err: unknown): WireError {
-  const e = NereidError.from(err);
-  return { code: e.code, message: e.message };
-}
-
-export function fromWireError(e: WireError): NereidError {
-  return new ERROR_CLASSES[e.code](e.message);
-}
+/** Errors cross as core/errors.ts's plain data (an engine fault keeps its cause and stack for the log). */
+export type WireError = ErrorData;
 
 /** True when `a` spans its whole (non-shared) ArrayBuffer, so transferring the buffer detaches nothing else. */
 export function ownsBuffer(a: ArrayBufferView): a is ArrayBufferView & { buffer: ArrayBuffer } {
