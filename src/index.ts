@@ -28,6 +28,7 @@ export {
   NotFoundError,
   UnavailableError,
   UnknownError,
+  ResourceExhaustedError,
   UnsupportedError,
   type ErrorCode,
 } from './core/errors.js';

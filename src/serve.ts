@@ -83,6 +83,13 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   grpcMaxInputSize?: number;
   /** `--grpc-max-response-pool-size`: responses pending per ModelStreamInfer stream before it stops reading (256). */
   grpcMaxResponsePoolSize?: number;
+  /**
+   * `--stream-max-pending-bytes` (Nereid): responses a stream (gRPC ModelStreamInfer, HTTP generate_stream) holds
+   * that its client has not taken, bytes, before the stream ends with RESOURCE_EXHAUSTED (64 MiB).
+   */
+  streamMaxPendingBytes?: number;
+  /** `--stream-stall-timeout-secs` (Nereid): a stream whose client takes no response this long is ended (30). */
+  streamStallTimeoutSecs?: number;
   /** Seconds in-flight work may take to finish at shutdown (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   /** `--allow-metrics` (default true). */
@@ -198,6 +205,8 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
       requestTimeoutSecs: opts.httpRequestTimeoutSecs,
       restrictions: httpRestrictions,
+      streamMaxPendingBytes: opts.streamMaxPendingBytes,
+      streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
     };
     if (opts.allowGrpc ?? D.allowGrpc) grpcHost = (opts.grpcAddress ?? D.address).replace(/^ipv6:/, '');
     const grpcSettings =
@@ -212,6 +221,8 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
             maxMessageSize: opts.grpcMaxInputSize ?? opts.httpMaxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
             maxResponseBytes: opts.maxResponseBytes,
             maxResponsePoolSize: opts.grpcMaxResponsePoolSize,
+            streamMaxPendingBytes: opts.streamMaxPendingBytes,
+            streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
             restrictions: grpcRestrictions,
           };
     if (threads <= 1 && grpcSettings !== undefined) {

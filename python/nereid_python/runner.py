@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 
 from . import api, cuda
 from .api import InferenceRequest, InferenceResponse, TritonModelException, format_exception
@@ -23,6 +24,13 @@ from .runtime import STATE, channel
 from .tensor import read_block, read_tensors, write_tensors
 
 _module_ids = itertools.count()
+
+#: Backpressure for decoupled responses: a request's sender waits while this many of its responses, or this many
+#: bytes of them, were sent and not yet taken by the request's client (the host answers ``took`` for each one its
+#: client's transport took). A client that does not read so stops the model, instead of the server holding every
+#: response (a stream that stays stalled ends with RESOURCE_EXHAUSTED and cancels the request, which frees it).
+WINDOW_RESPONSES = 8
+WINDOW_BYTES = 8 << 20
 
 
 def load_model_class(path: str):
@@ -66,7 +74,7 @@ def exit_now(e: SystemExit) -> None:
 
 
 class _Batch:
-    __slots__ = ("flags", "outputs", "slots", "final", "held", "returned", "open")
+    __slots__ = ("flags", "outputs", "slots", "final", "held", "returned", "open", "untaken")
 
     def __init__(self, n: int) -> None:
         self.flags = [[False] for _ in range(n)]
@@ -77,6 +85,9 @@ class _Batch:
         self.held: dict[int, InferenceResponse] = {}
         self.returned = False
         self.open = n
+        #: Per request: byte sizes of its non-final responses not yet taken by its client, oldest first (guarded by
+        #: the channel's cv: ``took`` arrives on the channel's reader).
+        self.untaken: list[deque] = [deque() for _ in range(n)]
 
 
 class InstanceRunner:
@@ -106,6 +117,28 @@ class InstanceRunner:
             self._finalize()
             return True
         return False
+
+    def took(self, batch_id: int, index: int) -> None:
+        """Runs on the channel's reader with ``cv`` held: one response of request ``index`` was taken."""
+        batch = self.batches.get(batch_id)
+        if batch is not None and 0 <= index < len(batch.untaken) and batch.untaken[index]:
+            batch.untaken[index].popleft()
+
+    def _wait_for_window(self, batch: _Batch, index: int) -> None:
+        """Blocks the sender while request ``index`` has a full window of responses not yet taken (reading the
+        channel meanwhile if nobody else does, so ``took`` and ``cancel`` arrive); a cancelled request never waits."""
+        untaken = batch.untaken[index]
+        flag = batch.flags[index]
+
+        def room() -> bool:
+            return flag[0] or len(untaken) < WINDOW_RESPONSES and sum(untaken) < WINDOW_BYTES
+
+        ch = channel()
+        ch.poll()
+        with ch.cv:
+            if room():
+                return
+        ch.wait_for(room)
 
     def cancel(self, batch_id: int) -> None:
         batch = self.batches.get(batch_id)
@@ -335,10 +368,16 @@ class InstanceRunner:
         elif response.has_error():
             msg["e"] = response.error()._wire()
         else:
+            if not final:
+                self._wait_for_window(batch, index)
             chosen = [t for t in response.output_tensors() if not wanted or t.name() in wanted]
             msg["blk"], msg["o"] = write_tensors(chosen, [offered.get(t.name()) for t in chosen] if offered else None)
             if response._params:
                 msg["p"] = response._params
+            if not final:
+                # Counted before the send: the host's ``took`` for it may arrive as soon as the frame is out.
+                with channel().cv:
+                    batch.untaken[index].append(sum(d[4] for d in msg["o"]) + 1)
         channel().send(msg)
 
 

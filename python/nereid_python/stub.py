@@ -2,7 +2,7 @@
 --shm-growth-byte-size G``.
 
 Hosts one or more model instances (the first on the main thread, others on their own threads), each driven by the
-host's messages. Messages (JSON, see channel.py), host -> stub: ``init``, ``exec``, ``cancel``, ``fini``,
+host's messages. Messages (JSON, see channel.py), host -> stub: ``init``, ``exec``, ``cancel``, ``took``, ``fini``,
 ``bls_resp``, ``autocomplete``, ``cuda_close`` (client CUDA regions the server closed: cuda.py), ``free``; stub -> host: ``ready``, ``inited``/``init_error``, ``resp``, ``done``,
 ``finied``, ``bls``, ``log``, ``autocompleted``/``error``. Any message may carry ``free``: blocks of the other side's
 segments this side has finished with.
@@ -64,6 +64,10 @@ class Stub:
             runner = self.runners.get(m["inst"])
             if runner is not None:
                 runner.queue.append(m)
+        elif op == "took":
+            runner = self.runners.get(m["inst"])
+            if runner is not None:
+                runner.took(m["b"], m["i"])
         elif op == "cancel":
             runner = self.runners.get(m["inst"])
             if runner is not None:

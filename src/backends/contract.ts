@@ -70,9 +70,14 @@ export interface EngineResponse {
  * How an engine answers the requests of a batch (Triton's response factory). A non-decoupled model sends exactly
  * one response with `final: true` per request; a decoupled model sends any number, then a final flag (with or
  * without a response: `null`). An error is final by itself. Sends after a request's final are ignored.
+ * `sendTaken` is `send` that also says when the response's client took it (a promise while it has not: a stream
+ * whose client does not read); a transport that can (the process transport: the model's sender blocks) holds the
+ * engine's next sends of that request until then. Engines that use `send` stay correct; the protocol's stream
+ * limits then bound memory.
  */
 export interface Responder {
   send(index: number, response: EngineResponse | Error | null, opts: { final: boolean }): void;
+  sendTaken?(index: number, response: EngineResponse | Error | null, opts: { final: boolean }): void | Promise<void>;
 }
 
 /** Per-execution timings in nanoseconds, for the statistics extension. */

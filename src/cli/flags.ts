@@ -4,6 +4,10 @@ import { SERVER_DEFAULTS } from '../server/defaults.js';
 import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
 import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../protocol/kserve/response-size.js';
+import {
+  DEFAULT_STREAM_MAX_PENDING_BYTES,
+  DEFAULT_STREAM_STALL_TIMEOUT_SECS,
+} from '../protocol/kserve/stream-budget.js';
 
 /**
  * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
@@ -88,6 +92,16 @@ export const FLAGS = {
     kind: 'int',
     help: 'Responses pending per ModelStreamInfer stream before the server stops reading its requests (Triton: unbounded).',
     default: DEFAULT_MAX_RESPONSE_POOL_SIZE,
+  },
+  'stream-max-pending-bytes': {
+    kind: 'int',
+    help: "Nereid's own: bytes of responses a stream (ModelStreamInfer, generate_stream) may hold that its client has not taken; past it the stream ends with RESOURCE_EXHAUSTED and its requests are cancelled. A Python model's send() waits long before (8 responses or 8 MiB per request).",
+    default: DEFAULT_STREAM_MAX_PENDING_BYTES,
+  },
+  'stream-stall-timeout-secs': {
+    kind: 'int',
+    help: "Nereid's own: seconds a stream may hold responses its client takes none of; then it ends with RESOURCE_EXHAUSTED and its requests are cancelled.",
+    default: DEFAULT_STREAM_STALL_TIMEOUT_SECS,
   },
   'grpc-restricted-protocol': {
     kind: 'list',

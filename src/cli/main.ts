@@ -86,6 +86,8 @@ async function runServe(argv: string[]): Promise<number> {
     httpRequestTimeoutSecs: v['http-request-timeout-secs'] as number,
     grpcMaxInputSize: v['grpc-max-input-size'] as number | undefined,
     grpcMaxResponsePoolSize: v['grpc-max-response-pool-size'] as number,
+    streamMaxPendingBytes: v['stream-max-pending-bytes'] as number,
+    streamStallTimeoutSecs: v['stream-stall-timeout-secs'] as number,
     grpcRestrictedProtocol: v['grpc-restricted-protocol'] as string[],
     backendConfig: parseBackendConfig(v['backend-config'] as string[]),
     autoComplete: !(v['disable-auto-complete-config'] as boolean) && !(v['strict-model-config'] as boolean),

@@ -5,7 +5,15 @@
 
 /** Triton's status codes, as named by TRITONSERVER_Error_Code. */
 export type ErrorCode =
-  'INVALID_ARG' | 'NOT_FOUND' | 'ALREADY_EXISTS' | 'UNAVAILABLE' | 'UNSUPPORTED' | 'CANCELLED' | 'INTERNAL' | 'UNKNOWN';
+  | 'INVALID_ARG'
+  | 'NOT_FOUND'
+  | 'ALREADY_EXISTS'
+  | 'UNAVAILABLE'
+  | 'UNSUPPORTED'
+  | 'CANCELLED'
+  | 'INTERNAL'
+  | 'UNKNOWN'
+  | 'RESOURCE_EXHAUSTED';
 
 export interface NereidErrorOptions {
   cause?: unknown;
@@ -85,6 +93,17 @@ export class UnknownError extends NereidError {
   }
 }
 
+/**
+ * A client holds more of the server than a limit allows: a stream whose client does not take its responses (more
+ * pending than `--stream-max-pending-bytes`, or none taken for `--stream-stall-timeout-secs`). Not one of
+ * TRITONSERVER_Error_Code's; gRPC's own RESOURCE_EXHAUSTED (what grpc-js answers for a message over its size limit).
+ */
+export class ResourceExhaustedError extends NereidError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RESOURCE_EXHAUSTED', message, options);
+  }
+}
+
 /** Every code with its class; a test checks the catalogue is complete. */
 export const ERROR_CLASSES: Readonly<Record<ErrorCode, new (message: string) => NereidError>> = Object.freeze({
   INVALID_ARG: InvalidArgError,
@@ -95,6 +114,7 @@ export const ERROR_CLASSES: Readonly<Record<ErrorCode, new (message: string) => 
   CANCELLED: CancelledError,
   INTERNAL: InternalError,
   UNKNOWN: UnknownError,
+  RESOURCE_EXHAUSTED: ResourceExhaustedError,
 });
 
 /**

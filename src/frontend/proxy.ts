@@ -62,8 +62,11 @@ interface Pending {
   signal: AbortSignal | undefined;
   /** The cached lookup this request used, to drop when the main thread says it went stale. */
   lookup: Lookup | undefined;
-  /** A streaming caller's callback for a decoupled model's responses. */
-  onResponse?: (response: InferResponse) => void;
+  /**
+   * A streaming caller's callback for a decoupled model's responses. Its promise (taken by the client) does not
+   * cross back to the main thread: there the model is not held, and this thread's stream limits bound what piles up.
+   */
+  onResponse?: (response: InferResponse) => void | Promise<void>;
 }
 
 /** A model lookup as the main thread answers it, with the token naming it there. */
@@ -110,7 +113,7 @@ export class ProxyServerApi implements InferenceServerApi {
       // Not settled: the RESULT (or ERROR) that ends the request follows. A callback that throws is the
       // protocol's bug for that request alone; its error settles the request so the stream answers it.
       try {
-        p.onResponse?.(unpackResult(msg as ResultMessage, arena));
+        void p.onResponse?.(unpackResult(msg as ResultMessage, arena));
       } catch (err) {
         this.#pending.delete(msg[1] as number);
         p.reject(NereidError.from(err));

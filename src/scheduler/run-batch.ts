@@ -91,22 +91,28 @@ export async function runBatch(
     settle(m, () => m.resolve({ ...r, timings, queueNs, executedBatchSize: rows }));
   };
 
+  const sendTaken = (i: number, response: EngineResponse | Error | null, opts: { final: boolean }) => {
+    let taken: void | Promise<void> = undefined;
+    if (i < 0 || i >= n || final[i]) return;
+    if (response instanceof Error) {
+      errors[i] = NereidError.from(response);
+      final[i] = true;
+    } else {
+      if (response !== null) {
+        last[i] = response;
+        taken = members[i].onResponse?.(response);
+      }
+      final[i] = opts.final;
+    }
+    // A decoupled request finishing after its execution returned is answered now.
+    if (final[i] && executed) answer(i);
+    return taken;
+  };
   const responder: Responder = {
     send(i, response, opts) {
-      if (i < 0 || i >= n || final[i]) return;
-      if (response instanceof Error) {
-        errors[i] = NereidError.from(response);
-        final[i] = true;
-      } else {
-        if (response !== null) {
-          last[i] = response;
-          members[i].onResponse?.(response);
-        }
-        final[i] = opts.final;
-      }
-      // A decoupled request finishing after its execution returned is answered now.
-      if (final[i] && executed) answer(i);
+      void sendTaken(i, response, opts);
     },
+    sendTaken,
   };
 
   const signal = cancels.start(members);

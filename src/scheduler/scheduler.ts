@@ -12,9 +12,10 @@ export interface ScheduleOptions {
   timeoutUs?: number;
   /**
    * Decoupled models: called for every response as it arrives; the promise then settles at the final flag
-   * with the last response (or none).
+   * with the last response (or none). A returned promise means the response is not taken yet (its client's
+   * transport is full): the transport asks the engine to wait (backpressure) until it settles.
    */
-  onResponse?: (response: EngineResponse) => void;
+  onResponse?: (response: EngineResponse) => void | Promise<void>;
   /** Sequence flags (the request's `sequence_start` / `sequence_end`); read by the sequence batcher only. */
   sequence?: { start: boolean; end: boolean };
 }

@@ -41,9 +41,10 @@ export interface InferOptions extends CallOptions {
   /**
    * Decoupled models: every response as the model sends it; `infer` then resolves at the request's final flag
    * with no outputs. Required to call a decoupled model; not called for the others (their one response is
-   * what `infer` resolves with).
+   * what `infer` resolves with). Return a promise while the response is not taken by the client's transport: the
+   * model's `send()` then waits (backpressure) where its transport can make it (the process transport can).
    */
-  onResponse?: (response: InferResponse) => void;
+  onResponse?: (response: InferResponse) => void | Promise<void>;
 }
 
 export interface InferenceServerApi extends InferenceServerExtensions {

@@ -182,7 +182,7 @@ describe('python backend through the server', () => {
     );
     const gen = await fetch(`${s.url}/v2/models/square/generate`, { method: 'POST', body: JSON.stringify({ IN: 2 }) });
     assert.equal(gen.status, 400);
-    assert.match(((await gen.json()) as { error: string }).error, /sent 2; use generate_stream/);
+    assert.match(((await gen.json()) as { error: string }).error, /sent more than one; use generate_stream/);
   });
 
   it('BAD MODEL - initialize() raising leaves the model UNAVAILABLE with the exception', async () => {

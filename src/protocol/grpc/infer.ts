@@ -8,6 +8,7 @@ import { encodeModelInferResponse } from './infer-response.js';
 import type { ModelInferRequestMsg, ModelInferResponseMsg, ModelStreamInferResponseMsg } from './messages.js';
 import { errorMessage, toStatus } from './status.js';
 import { rejectMalformed } from './malformed.js';
+import { StreamBudget, type StreamLimits } from '../kserve/stream-budget.js';
 
 type AnyCall = grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>;
 
@@ -16,7 +17,7 @@ type AnyCall = grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerDuplexStream<
  * abort it, so the scheduler drops a request still queued and skips work nobody waits for. grpc-js answers
  * DEADLINE_EXCEEDED itself; our own timer only makes sure the work stops too. `dispose` removes both.
  */
-export function callSignal(call: AnyCall): { signal: AbortSignal; dispose(): void } {
+export function callSignal(call: AnyCall): { signal: AbortSignal; abort(reason: Error): void; dispose(): void } {
   const controller = new AbortController();
   const onCancel = (): void => controller.abort(new CancelledError('request was cancelled by the client'));
   call.on('cancelled', onCancel);
@@ -32,6 +33,7 @@ export function callSignal(call: AnyCall): { signal: AbortSignal; dispose(): voi
   }
   return {
     signal: controller.signal,
+    abort: (reason) => controller.abort(reason),
     dispose() {
       call.off('cancelled', onCancel);
       if (timer) clearTimeout(timer);
@@ -48,6 +50,15 @@ export interface InferLimits {
    * done and not yet taken by the client) before the server stops reading the stream's requests.
    */
   maxResponsePoolSize: number;
+  /** `--stream-max-pending-bytes`, `--stream-stall-timeout-secs` (kserve/stream-budget.ts). */
+  stream: StreamLimits;
+}
+
+/** What a stream's response holds until the transport takes it: its raw contents (the bulk of any response). */
+function heldBytes(msg: ModelInferResponseMsg): number {
+  let n = 64;
+  for (const raw of msg.raw_output_contents ?? []) n += raw.byteLength;
+  return n;
 }
 
 /** Decode, run, encode. The model is looked up first so an unknown model wins over a malformed body, as in Triton. */
@@ -94,7 +105,11 @@ export function modelInfer(
  * Backpressure: a request counts as pending from the moment it is read until its response has been handed to the
  * transport and the transport took it (its `write` returned true, or `drain` came). While `maxResponsePoolSize`
  * requests are pending the stream is paused: no more requests are read, so HTTP/2 flow control stops a client that
- * sends without reading (before, 60 requests of 47 bytes whose responses nobody read held 1 GB).
+ * sends without reading (before, 60 requests of 47 bytes whose responses nobody read held 1 GB). Reading also
+ * stops while half of `--stream-max-pending-bytes` is pending. A decoupled model's responses are each pending until
+ * taken too, and the model's sender waits meanwhile (the promise `onResponse` returns). Past the stream's limits
+ * (StreamBudget: bytes, count, or nothing taken for the stall timeout) the stream ends with RESOURCE_EXHAUSTED and
+ * its requests are cancelled.
  */
 export function modelStreamInfer(
   api: InferenceServerApi,
@@ -102,24 +117,37 @@ export function modelStreamInfer(
   limits: InferLimits,
 ): grpc.handleBidiStreamingCall<unknown, unknown> {
   return (call) => {
-    const { signal, dispose } = callSignal(call);
+    const { signal, abort, dispose } = callSignal(call);
     const endOnError = call.metadata.get('triton_grpc_error')[0] === 'true';
     let tail: Promise<void> = Promise.resolve();
     let failed = false;
     let pending = 0;
+    const budget = new StreamBudget(limits.stream, (err) => {
+      logger.warn(`gRPC ModelStreamInfer: ${err.message}; ending the stream with RESOURCE_EXHAUSTED`);
+      if (!failed && !signal.aborted) call.emit('error', toStatus(err, logger, 'ModelStreamInfer'));
+      failed = true;
+      abort(err);
+    });
+    const full = (): boolean =>
+      pending >= limits.maxResponsePoolSize || budget.pendingBytes >= limits.stream.maxPendingBytes / 2;
     const settled = (): void => {
       pending--;
-      if (pending < limits.maxResponsePoolSize && call.isPaused()) call.resume();
+      if (!full() && call.isPaused()) call.resume();
     };
 
-    const write = (msg: ModelStreamInferResponseMsg): Promise<void> =>
+    /** Writes `msg`; `held` bytes given to the budget are taken once the transport took the message. */
+    const write = (msg: ModelStreamInferResponseMsg, held?: number): Promise<void> =>
       new Promise((resolve) => {
-        if (signal.aborted || failed || call.write(msg)) return resolve();
+        const took = (): void => {
+          if (held !== undefined) budget.took(held);
+          resolve();
+        };
+        if (signal.aborted || failed || call.write(msg)) return took();
         // Backpressure: wait until the client reads before writing the next response.
         const done = (): void => {
           call.off('drain', done);
           signal.removeEventListener('abort', done);
-          resolve();
+          took();
         };
         call.once('drain', done);
         signal.addEventListener('abort', done, { once: true });
@@ -150,13 +178,14 @@ export function modelStreamInfer(
         // inferOnce reports the lookup failure in order.
       }
       if (decoupled) {
-        const done = streamDecoupled(api, msg, signal, queue, write, report);
+        const done = streamDecoupled(api, msg, signal, budget, queue, write, report);
         answering.add(done);
         void done.finally(() => answering.delete(done));
         return;
       }
       // Backpressure: stop reading requests while the client has this many responses not yet taken.
-      if (++pending >= limits.maxResponsePoolSize) call.pause();
+      pending++;
+      if (full()) call.pause();
       const running = inferOnce(api, msg, signal, limits).then(
         (infer_response): ModelStreamInferResponseMsg => ({ error_message: '', infer_response }),
         (err: unknown) => ({ err }),
@@ -164,8 +193,10 @@ export function modelStreamInfer(
       queue(async () => {
         const result = await running;
         if (failed || signal.aborted) return;
-        if ('err' in result) await report(result.err);
-        else await write(result);
+        if ('err' in result) return report(result.err);
+        const held = heldBytes(result.infer_response!);
+        if (budget.add(held)) await write(result, held);
+        if (full()) call.pause();
       });
       tail = tail.finally(settled);
     });
@@ -175,10 +206,14 @@ export function modelStreamInfer(
         .then(() => tail)
         .then(() => {
           dispose();
+          budget.dispose();
           if (!failed && !signal.aborted) call.end();
         });
     });
-    call.on('cancelled', () => dispose());
+    call.on('cancelled', () => {
+      dispose();
+      budget.dispose();
+    });
     call.on('error', () => dispose());
   };
 }
@@ -186,26 +221,30 @@ export function modelStreamInfer(
 /**
  * One request to a decoupled model on a stream: each response is written as the model sends it (after whatever
  * the stream queued before it); with `triton_enable_empty_final_response` every response says whether it is the
- * last (`triton_final_response`) and an empty final response closes the request, as Triton does.
+ * last (`triton_final_response`) and an empty final response closes the request, as Triton does. Each response is
+ * pending in `budget` until written; the promise given back to the model's sender settles then.
  */
 async function streamDecoupled(
   api: InferenceServerApi,
   msg: ModelInferRequestMsg,
   signal: AbortSignal,
+  budget: StreamBudget,
   queue: (job: () => Promise<void>) => void,
-  write: (msg: ModelStreamInferResponseMsg) => Promise<void>,
+  write: (msg: ModelStreamInferResponseMsg, held?: number) => Promise<void>,
   report: (err: unknown) => Promise<void>,
 ): Promise<void> {
   const flagFinal = msg.parameters?.triton_enable_empty_final_response?.bool_param === true;
-  const emit = (resp: InferResponse, final: boolean): void => {
+  const emit = (resp: InferResponse, final: boolean): Promise<void> | undefined => {
     const r = flagFinal ? { ...resp, parameters: { ...resp.parameters, triton_final_response: final } } : resp;
     const encoded = encodeModelInferResponse(r);
-    queue(() => write({ error_message: '', infer_response: encoded }));
+    const held = heldBytes(encoded);
+    if (!budget.add(held)) return undefined;
+    return new Promise((taken) => queue(() => write({ error_message: '', infer_response: encoded }, held).then(taken)));
   };
   try {
     const request = decodeModelInferRequest(msg);
     const last = await api.infer(request, { signal, onResponse: (r) => emit(r, false) });
-    if (flagFinal) emit(last, true);
+    if (flagFinal) void emit(last, true);
   } catch (err) {
     queue(() => report(err));
   }

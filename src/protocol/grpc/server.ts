@@ -3,6 +3,7 @@ import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { healthHandlers, serviceHandlers } from './handlers.js';
 import { modelInfer, modelStreamInfer, type InferLimits } from './infer.js';
+import { streamLimits } from '../kserve/stream-budget.js';
 import { InvalidArgError } from '../../core/errors.js';
 import { loadServices } from './proto.js';
 import { listenReusePort } from './reuse-port.js';
@@ -67,6 +68,10 @@ export interface GrpcServerOptions {
   maxResponseBytes?: number;
   /** `--grpc-max-response-pool-size` (default 256). */
   maxResponsePoolSize?: number;
+  /** `--stream-max-pending-bytes` (default 64 MiB; kserve/stream-budget.ts). */
+  streamMaxPendingBytes?: number;
+  /** `--stream-stall-timeout-secs` (default 30). */
+  streamStallTimeoutSecs?: number;
   keepalive?: GrpcKeepaliveOptions;
   /**
    * `--grpc-infer-response-compression-level`. grpc-js cannot compress what a server sends, so levels
@@ -139,12 +144,18 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   const { Inference, Health } = loadServices();
   const server = new grpc.Server(channelOptions(opts));
   const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
+  const maxResponsePoolSize = positive(
+    '--grpc-max-response-pool-size',
+    opts.maxResponsePoolSize ?? DEFAULT_MAX_RESPONSE_POOL_SIZE,
+  );
   const limits: InferLimits = {
     maxResponseBytes: positive('--max-response-bytes', opts.maxResponseBytes ?? GRPC_MAX_MESSAGE_SIZE),
-    maxResponsePoolSize: positive(
-      '--grpc-max-response-pool-size',
-      opts.maxResponsePoolSize ?? DEFAULT_MAX_RESPONSE_POOL_SIZE,
-    ),
+    maxResponsePoolSize,
+    stream: streamLimits({
+      maxPendingBytes: opts.streamMaxPendingBytes,
+      stallTimeoutSecs: opts.streamStallTimeoutSecs,
+      maxResponsePoolSize,
+    }),
   };
   positive('--grpc-max-input-size', opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE);
   server.addService(

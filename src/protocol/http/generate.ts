@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidArgError } from '../../core/errors.js';
 import { bf16BitsToFloat, halfBitsToFloat } from '../../core/half.js';
 import type { InferInput, InferRequest, InferResponse, Parameters } from '../../core/inference.js';
@@ -10,6 +9,8 @@ import { readBody } from './body.js';
 import { connectionSignal } from './connection-signal.js';
 import { sendJson } from './respond.js';
 import type { Handler, RouteContext } from './routes.js';
+import { SseWriter, type Json } from './sse.js';
+import type { ResolvedModel } from '../../server/api.js';
 
 /**
  * Triton's generate extension: `POST /v2/models/{m}[/versions/{v}]/generate` answers one JSON object,
@@ -21,8 +22,6 @@ import type { Handler, RouteContext } from './routes.js';
  * its status; after it, an event `{"error": ...}` (the status is already 200, as in Triton).
  */
 
-type Json = string | number | boolean | null | Json[] | { [k: string]: Json };
-
 /** Both paths share one route; the suffix picks the answer's form. */
 export const generate: Handler = (ctx) => handle(ctx, (ctx.req.url ?? '').split('?')[0].endsWith('/generate_stream'));
 
@@ -31,75 +30,78 @@ async function handle(ctx: RouteContext, stream: boolean): Promise<void> {
   const body = await readBody(req, maxInputSize);
   const resolved = api.checkModel(model, version);
   const request = toRequest(model, version, body, resolved.inputs, resolved.maxBatchSize > 0);
-  const signal = connectionSignal(req.socket);
+  // The request's own signal: the client going away, or this handler giving up on it (a second response to
+  // /generate, a stream past its limits) cancels it.
+  const own = new AbortController();
+  const signal = AbortSignal.any([connectionSignal(req.socket), own.signal]);
   if (!stream) {
-    const responses: InferResponse[] = [];
-    const last = await api.infer(request, { signal, resolved, onResponse: (r) => responses.push(r) });
-    if (!resolved.decoupled) responses.push(last);
-    if (responses.length !== 1) {
-      throw new InvalidArgError(
-        `generate expects exactly one response, but model '${model}' sent ${responses.length}; use generate_stream`,
-      );
-    }
-    await sendJson(req, res, 200, toJson(responses[0]));
+    await sendJson(req, res, 200, toJson(await oneResponse(ctx, request, resolved, signal, own)));
     return;
   }
-  const events = new SseWriter(req, res);
+  const events = new SseWriter(req, res, ctx.stream, (err) => {
+    logger.warn(`generate_stream: ${err.message}; ending the stream with RESOURCE_EXHAUSTED`);
+    own.abort(err);
+  });
   const where = { protocol: 'http' as const, method: req.method, url: req.url };
   // A response that cannot be written as JSON (a BYTES output that is not UTF-8) becomes an error event; the throw
   // must not reach the engine's responder, which called this.
-  const onResponse = (r: InferResponse): void => {
+  const onResponse = (r: InferResponse): Promise<void> | undefined => {
     let event: Json;
     try {
       event = toJson(r);
     } catch (err) {
       event = { error: errorForClient(err, logger, where).message };
     }
-    events.send(event);
+    return events.send(event);
   };
   try {
     const last = await api.infer(request, { signal, resolved, onResponse });
-    if (!resolved.decoupled) events.send(toJson(last));
+    if (!resolved.decoupled) void events.send(toJson(last));
   } catch (err) {
     // Before any event the client gets an ordinary error answer (status and JSON body).
     if (!events.started) throw err;
-    events.send({ error: errorForClient(err, logger, where).message });
+    const why = events.exhausted ?? err;
+    events.last({ error: errorForClient(why, logger, where).message });
   }
   events.end();
 }
 
-/** Server-sent events on one response; headers go out with the first event. */
-class SseWriter {
-  started = false;
-  readonly #req: IncomingMessage;
-  readonly #res: ServerResponse;
-
-  constructor(req: IncomingMessage, res: ServerResponse) {
-    this.#req = req;
-    this.#res = res;
-  }
-
-  send(value: Json): void {
-    const res = this.#res;
-    if (res.destroyed) return;
-    if (!this.started) {
-      this.started = true;
-      res.statusCode = 200;
-      res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
-      res.setHeader('Cache-Control', 'no-cache');
-      if (this.#req.readableEnded === false) res.setHeader('Connection', 'close');
-    }
-    res.write(`data: ${JSON.stringify(value)}\n\n`);
-  }
-
-  end(): void {
-    if (!this.started) {
-      // A decoupled model that answered nothing: an empty stream.
-      this.#res.statusCode = 200;
-      this.#res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
-    }
-    this.#res.end();
-  }
+/**
+ * /generate answers one response. A decoupled model's second response refuses the request at once and cancels it
+ * (nothing more is kept), rather than holding every response until the final flag and refusing then.
+ */
+async function oneResponse(
+  ctx: RouteContext,
+  request: InferRequest,
+  resolved: ResolvedModel,
+  signal: AbortSignal,
+  own: AbortController,
+): Promise<InferResponse> {
+  const tooMany = (n: string): InvalidArgError =>
+    new InvalidArgError(
+      `generate expects exactly one response, but model '${ctx.model}' sent ${n}; use generate_stream`,
+    );
+  let first: InferResponse | undefined;
+  let refuse!: (err: Error) => void;
+  const refused = new Promise<never>((_, reject) => (refuse = reject));
+  const answer = ctx.api.infer(request, {
+    signal,
+    resolved,
+    onResponse: (r) => {
+      if (first === undefined) first = r;
+      else if (!own.signal.aborted) {
+        const err = tooMany('more than one');
+        refuse(err);
+        own.abort(err);
+      }
+    },
+  });
+  // Once refused, the cancelled request settles later and nobody waits for it.
+  answer.catch(() => undefined);
+  const last = await Promise.race([answer, refused]);
+  if (!resolved.decoupled) return last;
+  if (first === undefined) throw tooMany('0');
+  return first;
 }
 
 function toRequest(

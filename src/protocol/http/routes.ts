@@ -4,6 +4,7 @@ import type { Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { refusedBy, restrictedMessage, type ApiCategory, type Restrictions } from '../restricted.js';
 import { sendJson } from './respond.js';
+import type { StreamLimits } from '../kserve/stream-budget.js';
 
 /** What a route handler gets: the exchange, the server facade, and the path's model/version captures. */
 export interface RouteContext {
@@ -16,6 +17,8 @@ export interface RouteContext {
   maxResponseBytes: number;
   /** `--http-restricted-api`: categories that demand a header. */
   restrictions: Restrictions;
+  /** generate_stream's limits (kserve/stream-budget.ts). */
+  stream: StreamLimits;
   /** Decoded `{m}` capture, when the route has one. */
   model: string;
   /** `{v}` capture ([0-9]+), undefined when the path has no version segment. */

@@ -4,6 +4,7 @@ import { InvalidArgError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
+import { streamLimits } from '../kserve/stream-budget.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { CORE_HANDLERS } from './handlers.js';
 import { sendError, sendJson } from './respond.js';
@@ -59,6 +60,10 @@ export interface HttpServerOptions {
   requestTimeoutSecs?: number;
   /** `--http-restricted-api`, parsed (protocol/restricted.ts). */
   restrictions?: Restrictions;
+  /** `--stream-max-pending-bytes` (default 64 MiB; kserve/stream-budget.ts): a generate_stream's limit. */
+  streamMaxPendingBytes?: number;
+  /** `--stream-stall-timeout-secs` (default 30). */
+  streamStallTimeoutSecs?: number;
   /**
    * Listen with SO_REUSEPORT (Triton's `--reuse-http-port`): several listeners, in this process's front-end threads
    * or in other processes, share the port and the kernel spreads connections among them. Needs Node >= 22.12.
@@ -114,6 +119,12 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   }
   const routes = [...(opts.routes ?? []), ...buildRoutes(CORE_HANDLERS)];
   const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
+  // generate_stream counts responses against the gRPC stream's default pool size: one rule for both streams.
+  const stream = streamLimits({
+    maxPendingBytes: opts.streamMaxPendingBytes,
+    stallTimeoutSecs: opts.streamStallTimeoutSecs,
+    maxResponsePoolSize: 256,
+  });
 
   // Open connections, with how many requests each has in progress and when it last finished one (for the drain).
   const connections = new Map<Socket, { active: number; idleSince: number }>();
@@ -127,7 +138,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     });
     const refused = opts.refuse?.(req);
     (refused === undefined
-      ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions })
+      ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions, stream })
       : sendJson(req, res, 403, { error: refused })
     )
       .catch((err: unknown) => sendError(req, res, err, logger))

@@ -18,6 +18,7 @@ describe('STATUS_TABLE', () => {
       UNAVAILABLE: 503,
       UNSUPPORTED: 501,
       INTERNAL: 500,
+      RESOURCE_EXHAUSTED: 429,
     };
     for (const [code, http] of Object.entries(expected)) assert.equal(httpStatusOf(code as ErrorCode), http, code);
   });
@@ -28,6 +29,7 @@ describe('STATUS_TABLE', () => {
     assert.equal(grpcStatusOf('ALREADY_EXISTS'), 6);
     assert.equal(grpcStatusOf('UNSUPPORTED'), 12);
     assert.equal(grpcStatusOf('INTERNAL'), 13);
+    assert.equal(grpcStatusOf('RESOURCE_EXHAUSTED'), 8);
     assert.equal(grpcStatusOf('UNAVAILABLE'), 14);
     assert.equal(grpcStatusOf('CANCELLED'), 1);
     assert.equal(grpcStatusOf('UNKNOWN'), 2);

@@ -22,6 +22,7 @@ export const GRPC_STATUS = Object.freeze({
   INVALID_ARGUMENT: 3,
   NOT_FOUND: 5,
   ALREADY_EXISTS: 6,
+  RESOURCE_EXHAUSTED: 8,
   UNIMPLEMENTED: 12,
   INTERNAL: 13,
   UNAVAILABLE: 14,
@@ -40,6 +41,8 @@ export const STATUS_TABLE: Readonly<Record<ErrorCode, StatusMapping>> = Object.f
   CANCELLED: row(400, 'CANCELLED'),
   INTERNAL: row(500, 'INTERNAL'),
   UNKNOWN: row(400, 'UNKNOWN'),
+  // HTTP meets it only inside a generate_stream already answered 200 (its error event); 429 names it otherwise.
+  RESOURCE_EXHAUSTED: row(429, 'RESOURCE_EXHAUSTED'),
 });
 
 /** HTTP status for an error code. */

@@ -293,7 +293,9 @@ export class ProcessInstance implements Instance, HostedInstance {
         `Failed to process the request(s) for model instance '${this.name}', message: the model sent TRITONSERVER_RESPONSE_COMPLETE_FINAL without a response for request ${msg.i}; a model that is not decoupled answers every request exactly once`,
       );
     }
-    this.#deliver(b, msg.i, resp, msg.fin === true);
+    const taken = this.#deliverTaken(b, msg.i, resp, msg.fin === true);
+    // Every non-final response the child wrote counts against its sender's window until its client took it.
+    if (msg.fin !== true && msg.none !== true && msg.e === undefined) this.#tookWhen(taken, msg.b, msg.i);
     if (b.timings !== undefined) b.timings.computeOutputNs += Number(now() - t0);
     this.#maybeSettle(b);
   }
@@ -354,7 +356,21 @@ export class ProcessInstance implements Instance, HostedInstance {
     this.#maybeSettle(b);
   }
 
+  /** Tells the child when request `i` of batch `b` had a response taken (at once, or when `taken` settles). */
+  #tookWhen(taken: void | Promise<void>, b: number, i: number): void {
+    const took = (): void => {
+      if (this.#dead === undefined) this.#host.send({ op: 'took', inst: this.#id, b, i });
+    };
+    if (taken === undefined) took();
+    else void taken.then(took, took);
+  }
+
   #deliver(b: Inflight, index: number, resp: EngineResponse | Error | null, final: boolean): void {
+    void this.#deliverTaken(b, index, resp, final);
+  }
+
+  /** Delivers a response; the responder's promise (if any) settles when its client took it. */
+  #deliverTaken(b: Inflight, index: number, resp: EngineResponse | Error | null, final: boolean): void | Promise<void> {
     if (b.final[index]) return;
     let r = resp;
     if (r !== null && !(r instanceof Error) && this.#opts.check !== undefined) {
@@ -368,6 +384,7 @@ export class ProcessInstance implements Instance, HostedInstance {
       b.final[index] = true;
       b.open--;
     }
+    if (b.responder.sendTaken) return b.responder.sendTaken(index, r, { final });
     b.responder.send(index, r, { final });
   }
 

@@ -69,6 +69,11 @@ export type ToChild =
     }
   | { op: 'cuda_close'; r: number[]; free?: FreeList }
   | { op: 'cancel'; inst: number; b: number; free?: FreeList }
+  /**
+   * Request `i` of batch `b` had one more of its non-final `resp` messages taken by its client: the child's sender
+   * of that request blocks while too many of them (count or bytes) are not taken yet (backpressure).
+   */
+  | { op: 'took'; inst: number; b: number; i: number; free?: FreeList }
   | { op: 'fini'; inst: number; free?: FreeList }
   | { op: 'free'; free: FreeList }
   | { op: 'autocomplete'; model_path: string; config: unknown; free?: FreeList }
