@@ -157,7 +157,15 @@ describe('sequence batcher: abandoned sequences and a bounded backlog', () => {
     }
     const started = performance.now();
     // Behind all of them, a new sequence must be served.
-    const fresh = await infer(s.url, 'reap', 7, { sequence_id: 'fresh', sequence_start: true, sequence_end: true });
+    // (Before the fix it waited forever: a sequence given the slot by the pump had no timer to reap it. The signal
+    // turns that hang into a failure; it is 120 idle periods, not a bound on the fixed scheduler.)
+    const fresh = await infer(
+      s.url,
+      'reap',
+      7,
+      { sequence_id: 'fresh', sequence_start: true, sequence_end: true },
+      AbortSignal.timeout(120 * IDLE_MS),
+    );
     const servedMs = performance.now() - started;
     assert.equal(fresh.status, 200, JSON.stringify(fresh.body));
     assert.deepEqual(fresh.body.outputs?.[0].data, [7]);
