@@ -361,27 +361,37 @@ describe('Shutdown with open keep-alive connections', () => {
   it('REGRESSION requests on an open keep-alive connection after shutdown began - served (Triton), not 503', async () => {
     const s = await startNereid({ allowGrpc: false, allowMetrics: false, httpDrainIdleMs: 5000 });
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const get = (path: string): Promise<{ status: number; socket: unknown }> =>
+    const other = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = (
+      path: string,
+      via = agent,
+    ): Promise<{ status: number; socket: unknown; connection: string | undefined }> =>
       new Promise((resolve, reject) => {
-        const req = request(`${s.url}${path}`, { agent }, (res) => {
+        const req = request(`${s.url}${path}`, { agent: via }, (res) => {
           res.resume();
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, socket: req.socket }));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, socket: req.socket, connection: res.headers.connection }),
+          );
         });
         req.on('error', reject);
         req.end();
       });
     const first = await get('/v2/health/live');
     assert.equal(first.status, 200);
+    assert.equal((await get('/v2/health/live', other)).status, 200);
     const closing = s.close();
     await new Promise((r) => setTimeout(r, 1000));
-    // Readiness is false, but the open connection is still served, on the same socket.
+    // Readiness is false, but the open connection is still served, on the same socket; during the drain a response
+    // closes its connection (Connection: close), so a client in a keep-alive loop cannot hold the drain open.
     const again = await get('/v2/models/simple');
     assert.equal(again.status, 200);
     assert.equal(again.socket, first.socket, 'the same keep-alive connection');
-    assert.equal((await get('/v2/health/ready')).status, 400, 'not ready while draining');
+    assert.equal(again.connection, 'close');
+    assert.equal((await get('/v2/health/ready', other)).status, 400, 'not ready while draining');
     // A new connection is refused.
     await assert.rejects(fetch(`${s.url}/v2/health/live`, { headers: { connection: 'close' } }));
     agent.destroy();
+    other.destroy();
     const t = Date.now();
     await closing;
     assert.ok(Date.now() - t < 3000, 'the drain ends once the client closed its connection');

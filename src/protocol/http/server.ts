@@ -95,6 +95,16 @@ export interface RunningHttpServer {
   close(opts?: { drainMs?: number; idleMs?: number }): Promise<void>;
 }
 
+/** An open connection, as the drain sees it. */
+interface Connection {
+  /** Responses in progress on it (more than one when a client pipelines). */
+  readonly responses: Set<ServerResponse>;
+  /** When it last finished a response: an idle one is closed after the drain's idle grace. */
+  idleSince: number;
+  /** Its response was already under way when the drain began: the connection is closed once that one is done. */
+  closeAfter: boolean;
+}
+
 function positive(name: string, v: number): number {
   if (!Number.isSafeInteger(v) || v <= 0) throw new InvalidArgError(`${name} must be a positive integer, got ${v}`);
   return v;
@@ -126,15 +136,20 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     maxResponsePoolSize: 256,
   });
 
-  // Open connections, with how many requests each has in progress and when it last finished one (for the drain).
-  const connections = new Map<Socket, { active: number; idleSince: number }>();
+  // Open connections, with their responses in progress and when each last finished one (for the drain).
+  const connections = new Map<Socket, Connection>();
+  let draining = false;
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const conn = connections.get(req.socket);
-    if (conn) conn.active++;
+    conn?.responses.add(res);
+    // During the drain every response says `Connection: close` and closes its connection once sent, so a client
+    // in a keep-alive loop does not keep the drain going until the exit timeout (issue 22, item 8).
+    if (draining) res.shouldKeepAlive = false;
     res.once('close', () => {
       if (!conn) return;
-      conn.active--;
+      conn.responses.delete(res);
       conn.idleSince = Date.now();
+      if (conn.closeAfter && conn.responses.size === 0) req.socket.end();
     });
     const refused = opts.refuse?.(req);
     (refused === undefined
@@ -184,7 +199,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
       }
       socket.once('close', () => Atomics.sub(shared.counts, shared.slot, 1));
     }
-    connections.set(socket, { active: 0, idleSince: Date.now() });
+    connections.set(socket, { responses: new Set(), idleSince: Date.now(), closeAfter: false });
     socket.once('close', () => connections.delete(socket));
   });
   server.on('drop', dropped);
@@ -211,6 +226,15 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
         // Stop accepting connections only: http.Server#close would also close every idle keep-alive connection at
         // once, dropping requests already sent on them but not yet parsed.
         Server.prototype.close.call(server);
+        draining = true;
+        for (const conn of connections.values()) {
+          // Responses under way: those not started yet say `Connection: close`; a started one (a stream) cannot,
+          // so its connection is closed when it ends.
+          for (const res of conn.responses) {
+            if (res.headersSent) conn.closeAfter = true;
+            else res.shouldKeepAlive = false;
+          }
+        }
         const deadline = Date.now() + drainMs;
         const sweep = (): void => {
           const now = Date.now();
@@ -220,7 +244,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
             // end(), not destroy(): a response just written may still sit in the socket's buffers, and destroying
             // it cut the end of large responses at shutdown (measured: 970,105 of 1,048,734 bytes arrived).
             // Past the deadline a client that never closes its side is cut off.
-            if (conn.active === 0 && (over || now - conn.idleSince >= idleMs)) {
+            if (conn.responses.size === 0 && (over || now - conn.idleSince >= idleMs)) {
               if (over && socket.writableEnded) socket.destroy();
               else socket.end();
             }

@@ -6,9 +6,10 @@ import { CancelledError, InvalidArgError, UnavailableError } from '../../core/er
 import { BatchCancels, runBatch, type Member } from '../run-batch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from '../scheduler.js';
 import { planDirect, planOldest, type Head, type Plan } from './plan.js';
-import type { SequenceSpec } from './spec.js';
-import { paddingRow, sequenceRow, type RowItem } from './rows.js';
-import { correlationKey, correlationText, type CorrelationId, type StoredState } from './tensors.js';
+import { MAX_BACKLOG_PARAM, type SequenceSpec } from './spec.js';
+import { paddingRow, sequenceRow } from './rows.js';
+import { RELEASE, SequenceSlots, type Item, type Lane, type Seq } from './slots.js';
+import { correlationKey, correlationText, type CorrelationId } from './tensors.js';
 
 /**
  * Triton's sequence batcher. Each request names a sequence (its correlation id); a sequence is bound to one
@@ -20,40 +21,10 @@ import { correlationKey, correlationText, type CorrelationId, type StoredState }
  * heads. The batcher adds the control inputs (START/END/READY/CORRID) and the implicit state inputs to every row,
  * asks for the state outputs, and keeps each sequence's state here between its requests, whatever engine runs it.
  *
- * A sequence idle (no new request) for `max_sequence_idle_microseconds` loses its slot; a later request without
- * START is refused. Threading: main thread only; one pump (on enqueue, on batch completion, on its one timer).
+ * A sequence idle (no new request) for `max_sequence_idle_microseconds` loses its slot, or its place in the backlog
+ * (slots.ts); a later request without START is refused. A new sequence that would wait behind the backlog's limit
+ * (`max_sequence_backlog`, spec.ts) is refused UNAVAILABLE rather than queued. Threading: main thread only; one pump (on enqueue, on batch completion, on its one timer).
  */
-
-interface Item extends RowItem {
-  readonly seq: Seq;
-  /** Request timeout while the sequence is in the backlog (ms since time origin), 0 = none. */
-  readonly deadline: number;
-}
-
-/** A queue marker: the sequence has ended (idle, or its END request left without running); free the slot. */
-const RELEASE = Symbol('release');
-type Entry = Item | typeof RELEASE;
-
-interface Seq {
-  readonly key: string;
-  readonly id: CorrelationId;
-  readonly queue: Entry[];
-  /** The lane and slot it holds; undefined while in the backlog. */
-  lane: Lane | undefined;
-  slot: number;
-  /** Implicit states; undefined until its first request runs (or when the model has none). */
-  states: Map<string, StoredState> | undefined;
-  /** performance.now() of its last request (Triton's idle clock). */
-  lastArrival: number;
-  /** Its START request left the queue without running: the next request it runs starts it. */
-  pendingStart: boolean;
-}
-
-interface Lane {
-  readonly name: string;
-  readonly slots: (Seq | undefined)[];
-  busy: boolean;
-}
 
 export interface SequenceBatcherOptions {
   spec: SequenceSpec;
@@ -66,10 +37,7 @@ export class SequenceBatcher implements Scheduler {
   readonly #running = new BatchCancels();
   readonly #spec: SequenceSpec;
   readonly #ragged: ReadonlySet<string>;
-  readonly #lanes: Lane[];
-  /** Sequences that accept requests (started, not ended, not timed out), by correlation key. */
-  readonly #active = new Map<string, Seq>();
-  readonly #backlog: Seq[] = [];
+  readonly #slots: SequenceSlots;
   readonly #stateOutputs: readonly string[];
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -86,11 +54,13 @@ export class SequenceBatcher implements Scheduler {
     this.#ctx = ctx;
     this.#spec = opts.spec;
     this.#ragged = opts.raggedInputs ?? new Set();
-    this.#lanes = ctx.pool.names.map((name) => ({
-      name,
-      slots: new Array<Seq | undefined>(opts.spec.slotsPerInstance).fill(undefined),
-      busy: false,
-    }));
+    this.#slots = new SequenceSlots({
+      laneNames: ctx.pool.names,
+      slotsPerInstance: opts.spec.slotsPerInstance,
+      idleUs: opts.spec.idleUs,
+      maxBacklog: opts.spec.maxBacklog,
+      logger: ctx.logger,
+    });
     this.#stateOutputs = opts.spec.states.map((s) => s.outputName);
     ctx.pool.on({ idle: () => this.#schedulePump() });
   }
@@ -104,34 +74,14 @@ export class SequenceBatcher implements Scheduler {
     const model = spec.modelName;
     const start = opts.sequence?.start ?? false;
     const end = opts.sequence?.end ?? false;
-    const id = request.correlationId;
-    if (spec.maxBatchSize > 0 && request.batchSize > 1) {
-      return Promise.reject(
-        new InvalidArgError(
-          `inference request to model '${model}' must specify batch-size 1 due to requirements of sequence batcher`,
-        ),
-      );
-    }
-    if (id === undefined || id === 0n || id === '') {
-      return Promise.reject(
-        new InvalidArgError(
-          `inference request to model '${model}' must specify a non-zero or non-empty correlation ID`,
-        ),
-      );
-    }
-    const corrid = spec.corrid;
-    if (corrid && (typeof id === 'string') !== (corrid.datatype === 'BYTES')) {
-      return Promise.reject(
-        new InvalidArgError(
-          `sequence batching control '${corrid.name}' data-type is '${typeof id === 'string' ? 'BYTES' : 'UINT64'}', but model '${model}' expects '${corrid.datatype}'`,
-        ),
-      );
-    }
+    const id = request.correlationId as CorrelationId;
+    const invalid = invalidRequest(spec, request);
+    if (invalid !== undefined) return Promise.reject(invalid);
     if (opts.signal?.aborted) {
       return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     }
     const key = correlationKey(id);
-    let seq = this.#active.get(key);
+    let seq = this.#slots.active.get(key);
     if (seq === undefined && !start) {
       return Promise.reject(
         new InvalidArgError(
@@ -149,11 +99,18 @@ export class SequenceBatcher implements Scheduler {
         `sequence ${correlationText(id)} for model '${model}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.`,
       );
     }
+    if (seq === undefined && this.#slots.backlogFull()) {
+      return Promise.reject(
+        new UnavailableError(
+          `inference request for sequence ${correlationText(id)} to model '${model}' was refused: every sequence slot is taken and ${this.#slots.backlogLength} sequences already wait for one (the backlog limit, model parameter '${MAX_BACKLOG_PARAM}'); retry later`,
+        ),
+      );
+    }
     const now = performance.now();
     if (seq === undefined) {
       seq = { key, id, queue: [], lane: undefined, slot: -1, states: undefined, lastArrival: now, pendingStart: false };
-      this.#active.set(key, seq);
-      this.#assign(seq);
+      this.#slots.active.set(key, seq);
+      this.#slots.assign(seq);
     }
     const target = seq;
     return new Promise<ScheduledResult>((resolve, reject) => {
@@ -173,45 +130,10 @@ export class SequenceBatcher implements Scheduler {
       target.queue.push(item);
       this.#queued++;
       // After its END, the id may start a new sequence; this one finishes what it has queued.
-      if (end) this.#active.delete(key);
+      if (end) this.#slots.active.delete(key);
       this.#cancels.watch(opts.signal, item);
       this.#schedulePump();
     });
-  }
-
-  /** A new sequence takes the free slot with the lowest index (spreading sequences over instances), else waits. */
-  #assign(seq: Seq): void {
-    for (let s = 0; s < this.#spec.slotsPerInstance; s++) {
-      for (const lane of this.#lanes) {
-        if (lane.slots[s] === undefined) {
-          this.#place(seq, lane, s);
-          return;
-        }
-      }
-    }
-    this.#backlog.push(seq);
-  }
-
-  #place(seq: Seq, lane: Lane, slot: number): void {
-    lane.slots[slot] = seq;
-    seq.lane = lane;
-    seq.slot = slot;
-  }
-
-  /** Frees a slot and gives it to the first backlogged sequence that still has something to do. */
-  #release(lane: Lane, slot: number): void {
-    const seq = lane.slots[slot];
-    if (seq !== undefined) seq.lane = undefined;
-    lane.slots[slot] = undefined;
-    while (this.#backlog.length > 0) {
-      const next = this.#backlog.shift() as Seq;
-      // A backlogged sequence with nothing queued that no longer accepts requests is gone.
-      if (next.queue.length === 0 && this.#active.get(next.key) !== next) continue;
-      // Its idle clock starts when it gets a slot: waiting in the backlog is not being idle.
-      next.lastArrival = performance.now();
-      this.#place(next, lane, slot);
-      return;
-    }
   }
 
   /** Removes a queued request (cancelled, timed out, failed) and answers it with `err`. */
@@ -231,9 +153,8 @@ export class SequenceBatcher implements Scheduler {
 
   #pump(): void {
     const now = performance.now();
-    let next = Math.min(this.#reapIdle(now), this.#expireBacklog(now));
-    for (const lane of this.#lanes) {
-      this.#releaseEnded(lane);
+    let next = this.#settle(now);
+    for (const lane of this.#slots.lanes) {
       if (lane.busy) continue;
       const plan = this.#plan(lane, now);
       if (plan === null) continue;
@@ -250,60 +171,28 @@ export class SequenceBatcher implements Scheduler {
     this.#checkDrained();
   }
 
-  /** Sequences in a slot whose last request is older than the idle limit stop accepting requests. */
-  #reapIdle(now: number): number {
-    const idleMs = this.#spec.idleUs / 1000;
-    let next = Infinity;
-    for (const [key, seq] of this.#active) {
-      // Triton leaves backlogged sequences alone: they are waiting for a slot, not idle.
-      if (seq.lane === undefined) continue;
-      const due = seq.lastArrival + idleMs;
-      if (due > now) {
-        next = Math.min(next, due);
-        continue;
-      }
-      this.#active.delete(key);
-      seq.queue.push(RELEASE);
-      this.#ctx.logger?.debug(
-        { correlationId: correlationText(seq.id) },
-        `sequence ${correlationText(seq.id)} exceeded max_sequence_idle_microseconds; its slot is released`,
-      );
+  /**
+   * Reaps idle sequences and frees ended slots until nothing changes: a freed slot goes to a backlogged sequence,
+   * which may itself be overdue (Triton's idle clock runs in the backlog too). Returns the next due time.
+   */
+  #settle(now: number): number {
+    const slots = this.#slots;
+    for (;;) {
+      const next = slots.reapIdle(now);
+      let freed = false;
+      for (const lane of slots.lanes) freed = slots.releaseEnded(lane) || freed;
+      if (!freed)
+        return Math.min(
+          next,
+          slots.expireBacklog(now, (e) => this.#refuseExpired(e)),
+        );
     }
-    return next;
   }
 
-  /** A backlogged sequence whose request timeout expires is refused as a whole (Triton). */
-  #expireBacklog(now: number): number {
-    let next = Infinity;
-    for (const seq of [...this.#backlog]) {
-      let due = Infinity;
-      for (const e of seq.queue) if (e !== RELEASE && e.deadline > 0) due = Math.min(due, e.deadline);
-      if (due > now) {
-        next = Math.min(next, due);
-        continue;
-      }
-      this.#backlog.splice(this.#backlog.indexOf(seq), 1);
-      if (this.#active.get(seq.key) === seq) this.#active.delete(seq.key);
-      for (const e of seq.queue.splice(0)) {
-        if (e === RELEASE) continue;
-        this.#queued--;
-        this.#cancels.unwatch(e.signal, e);
-        e.reject(new UnavailableError('timeout of the corresponding sequence has been expired'));
-      }
-    }
-    return next;
-  }
-
-  /** Frees the slots whose sequence has ended at the head of its queue. */
-  #releaseEnded(lane: Lane): void {
-    for (let s = 0; s < lane.slots.length; s++) {
-      let seq = lane.slots[s];
-      while (seq !== undefined && seq.queue[0] === RELEASE) {
-        seq.queue.shift();
-        this.#release(lane, s);
-        seq = lane.slots[s];
-      }
-    }
+  #refuseExpired(e: Item): void {
+    this.#queued--;
+    this.#cancels.unwatch(e.signal, e);
+    e.reject(new UnavailableError('timeout of the corresponding sequence has been expired'));
   }
 
   #plan(lane: Lane, now: number): Plan {
@@ -354,8 +243,10 @@ export class SequenceBatcher implements Scheduler {
     );
     // An END frees its slot as soon as it is in a batch (Triton): the next sequence runs in a later batch.
     rows.forEach((s, k) => {
-      if (s !== null && items[k]?.end) this.#release(lane, s);
+      if (s !== null && items[k]?.end) this.#slots.release(lane, s);
     });
+    // A slot given to a backlogged sequence here needs its idle clock watched: the next pump arms it.
+    if (items.some((i) => i?.end)) this.#schedulePump();
     lane.busy = true;
     this.#ctx.logger?.debug(
       { instance: instance.name, rows: members.length, requests: items.filter((i) => i !== null).length },
@@ -388,15 +279,14 @@ export class SequenceBatcher implements Scheduler {
   }
 
   failQueued(err: Error): void {
-    for (const seq of [...this.#lanes.flatMap((l) => l.slots), ...this.#backlog]) {
-      if (seq === undefined) continue;
+    for (const seq of this.#slots.sequences()) {
       for (const e of [...seq.queue]) if (e !== RELEASE) this.#drop(e, err);
     }
     this.#checkDrained();
   }
 
   #checkDrained(): void {
-    if (!this.#stopped || this.#queued > 0 || this.#lanes.some((l) => l.busy)) return;
+    if (!this.#stopped || this.#queued > 0 || this.#slots.lanes.some((l) => l.busy)) return;
     this.#arm(Infinity);
     for (const d of this.#drained.splice(0)) d();
   }
@@ -411,4 +301,27 @@ export class SequenceBatcher implements Scheduler {
     this.#pump();
     return done;
   }
+}
+
+/** The checks of a request before it joins a sequence, with Triton's words; undefined when it may. */
+function invalidRequest(spec: SequenceSpec, request: EngineRequest): InvalidArgError | undefined {
+  const model = spec.modelName;
+  const id = request.correlationId;
+  if (spec.maxBatchSize > 0 && request.batchSize > 1) {
+    return new InvalidArgError(
+      `inference request to model '${model}' must specify batch-size 1 due to requirements of sequence batcher`,
+    );
+  }
+  if (id === undefined || id === 0n || id === '') {
+    return new InvalidArgError(
+      `inference request to model '${model}' must specify a non-zero or non-empty correlation ID`,
+    );
+  }
+  const corrid = spec.corrid;
+  if (corrid && (typeof id === 'string') !== (corrid.datatype === 'BYTES')) {
+    return new InvalidArgError(
+      `sequence batching control '${corrid.name}' data-type is '${typeof id === 'string' ? 'BYTES' : 'UINT64'}', but model '${model}' expects '${corrid.datatype}'`,
+    );
+  }
+  return undefined;
 }

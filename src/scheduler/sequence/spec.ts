@@ -16,6 +16,14 @@ import { decodeBytes, viewFixed, type TensorData } from '../../core/tensor.js';
 export const INITIAL_STATE_FOLDER = 'initial_state';
 /** Triton's default `max_sequence_idle_microseconds`. */
 export const DEFAULT_IDLE_US = 1_000_000;
+/**
+ * The model parameter (`parameters { key: "max_sequence_backlog" value { string_value: "N" } }`) bounding how many
+ * sequences may wait for a slot; a new sequence beyond them is refused UNAVAILABLE. Triton's backlog has no bound,
+ * so abandoned STARTs pile up there (issue 22, item 7); Nereid's default is DEFAULT_MAX_BACKLOG.
+ */
+export const MAX_BACKLOG_PARAM = 'max_sequence_backlog';
+/** Sequences waiting for a slot at most, by default: each holds its queued requests' tensors. */
+export const DEFAULT_MAX_BACKLOG = 1024;
 
 /** A START / END / READY control: a one-element tensor holding `falseValue` or `trueValue`. */
 export interface BoolControl {
@@ -52,6 +60,8 @@ export interface SequenceSpec {
   readonly maxBatchSize: number;
   /** Sequence slots per instance: max(1, max_batch_size), or oldest's max_candidate_sequences. */
   readonly slotsPerInstance: number;
+  /** Sequences that may wait in the backlog for a slot (MAX_BACKLOG_PARAM). */
+  readonly maxBacklog: number;
   readonly start?: BoolControl;
   readonly end?: BoolControl;
   readonly ready?: BoolControl;
@@ -110,6 +120,7 @@ export async function loadSequenceSpec(config: ModelConfig, modelDir: string): P
     idleUs: num(sb.max_sequence_idle_microseconds) > 0 ? num(sb.max_sequence_idle_microseconds) : DEFAULT_IDLE_US,
     maxBatchSize,
     slotsPerInstance: oldest !== undefined && candidates > 0 ? candidates : Math.max(1, maxBatchSize),
+    maxBacklog: maxBacklogOf(config, model),
     ...controls,
     states,
     scheduledInputs: scheduled,
@@ -117,6 +128,18 @@ export async function loadSequenceSpec(config: ModelConfig, modelDir: string): P
     minSlotUtilization: minUtil,
     preferred: [...(preferred.length > 0 ? preferred : maxBatchSize > 0 ? [maxBatchSize] : [])].sort((a, b) => a - b),
   });
+}
+
+function maxBacklogOf(config: ModelConfig, model: string): number {
+  const text = config.parameters?.[MAX_BACKLOG_PARAM]?.string_value;
+  if (text === undefined) return DEFAULT_MAX_BACKLOG;
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n)) {
+    throw new InvalidArgError(
+      `model '${model}': parameter '${MAX_BACKLOG_PARAM}' must be a non-negative integer (sequences that may wait for a slot), got '${text}'`,
+    );
+  }
+  return n;
 }
 
 function controlsOf(
