@@ -148,6 +148,15 @@ export interface RunningNereid {
  */
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   checkServerOptions(opts);
+  // Before any repository is read, as Triton's command-line parser refuses it (in its words).
+  for (const [flag, v] of [
+    ['http-max-input-size', opts.httpMaxInputSize],
+    ['grpc-max-input-size', opts.grpcMaxInputSize],
+  ] as const) {
+    if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
+      throw new InvalidArgError(`--${flag} must be greater than 0.`);
+    }
+  }
   const threads = opts.httpThreadCount ?? SERVER_DEFAULTS.httpThreadCount;
   if (!Number.isSafeInteger(threads) || threads < 1) {
     throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);

@@ -4,13 +4,14 @@ import { join, resolve, sep } from 'node:path';
 import { InternalError, InvalidArgError } from '../core/errors.js';
 
 /**
- * Model names from the network are path components: refuse anything that could leave the repository
- * (Triton: `invalid model name '..', model name must not contain path traversal characters`).
+ * Model names of load requests are path components: refuse anything that could leave the repository, with Triton's
+ * check (ValidateModelName: trimmed, then `..` or any `/`) and words. Nereid also refuses `.` (the repository folder
+ * itself), `\\` and NUL (not names any folder of a repository can have); `a..b` is a plain name, as in Triton.
  */
 export function checkModelName(raw: string): string {
   const name = raw.trim();
   if (name === '') throw new InvalidArgError('Model name cannot be empty. Please enter a valid name to deploy.');
-  if (name === '.' || name.includes('..') || /[/\\\0]/.test(name)) {
+  if (name === '..' || name === '.' || /[/\\\0]/.test(name)) {
     throw new InvalidArgError(`invalid model name '${raw}', model name must not contain path traversal characters`);
   }
   return name;

@@ -67,14 +67,17 @@ export async function loadByRequest(
   return name;
 }
 
-/** Unloads a loaded model or a known one (idempotent); a name the repositories never had is NOT_FOUND. */
+/**
+ * Unloads a loaded model or a known one (idempotent); a name the repositories never had is NOT_FOUND. Names are not
+ * checked (Triton checks them on load only): an unload touches no file, and `../etc` is just a name never loaded.
+ */
 export async function unloadByRequest(
   repo: ModelRepository,
   rawName: string,
   signal?: AbortSignal,
   dependents = false,
 ): Promise<string> {
-  const name = checkModelName(rawName);
+  const name = rawName.trim();
   const model = repo.get(name);
   if (!model && !repo.found().has(name)) {
     throw new NotFoundError(

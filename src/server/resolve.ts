@@ -1,10 +1,11 @@
 import type { ModelMetadata, TensorMetadata } from './api.js';
-import { InvalidArgError, NotFoundError, UnavailableError } from '../core/errors.js';
+import { NotFoundError, UnavailableError } from '../core/errors.js';
 import type { ModelRepository } from '../repository/manager.js';
 import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
 import type { ModelSpec } from '../repository/spec.js';
 import type { PathRedactor } from './redact.js';
 import { Target } from './target.js';
+import { parseVersionString } from './version-string.js';
 
 /**
  * The one model lookup of a request: its model, the version asked for (or the latest ready one) and the spec, with
@@ -12,14 +13,13 @@ import { Target } from './target.js';
  * UNAVAILABLE with the reason, redacted of server paths).
  */
 export function resolveTarget(repo: ModelRepository, paths: PathRedactor, name: string, version?: string): Target {
+  // Triton reads the version string before it looks the model up (HandleInfer, ModelMetadata...).
+  const wanted = parseVersionString(version);
   const model = repo.get(name);
   if (!model || !model.spec) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
   let v: ModelVersion | undefined;
-  if (version !== undefined && version !== '') {
-    if (!/^[0-9]+$/.test(version)) {
-      throw new InvalidArgError(`model version must be a non-negative integer, got '${version}'`);
-    }
-    v = model.versions.get(Number(version));
+  if (wanted !== undefined) {
+    v = model.versions.get(wanted);
     if (!v) throw new NotFoundError(`Request for unknown model: '${name}' version ${version} is not found`);
     if (v.state !== 'READY') {
       const why = v.reason ? `: ${paths.redact(v.reason)}` : '';

@@ -41,6 +41,7 @@ import { modelMetadataOf, resolveTarget } from './resolve.js';
 import { loadAtStart } from './startup.js';
 import type { InferenceServerOptions } from './options.js';
 import { InferencePipeline } from './pipeline.js';
+import { parseVersionString } from './version-string.js';
 import { NEREID_VERSION } from '../core/version.js';
 
 export type { InferenceServerOptions } from './options.js';
@@ -174,7 +175,9 @@ export class InferenceServer implements InferenceServerApi {
     return this.#resolve(name, version);
   }
 
+  /** Not ready is false; a version string that is not one is an error (Triton's ModelReady). */
   modelReady(name: string, version?: string): boolean {
+    parseVersionString(version);
     try {
       this.#resolve(name, version);
       return true;
@@ -284,18 +287,15 @@ export class InferenceServer implements InferenceServerApi {
     );
   }
 
-  #checkControl(action: string): void {
+  /** Triton's refusal outside explicit mode: one message for none and poll, UNAVAILABLE (model_repository_manager.cc). */
+  #checkControl(): void {
     if (this.#closing) throw new UnavailableError('server is shutting down');
     if (this.#mode === 'explicit') return;
-    throw new UnavailableError(
-      this.#mode === 'poll'
-        ? `explicit model ${action} is not allowed if polling is enabled (--model-control-mode=poll)`
-        : `explicit model ${action} is not allowed in model control mode 'none'; start with --model-control-mode=explicit`,
-    );
+    throw new UnavailableError('explicit model load / unload is not allowed if polling is enabled');
   }
 
   async loadModel(rawName: string, opts: LoadOptions & CallOptions = {}): Promise<void> {
-    this.#checkControl('load');
+    this.#checkControl();
     let name: string;
     try {
       name = await loadByRequest(this.#repo, rawName, { ...opts, allowCode: this.#allowCode });
@@ -306,7 +306,7 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   async unloadModel(rawName: string, opts: { unloadDependents?: boolean } & CallOptions = {}): Promise<void> {
-    this.#checkControl('unload');
+    this.#checkControl();
     let name: string;
     try {
       name = await unloadByRequest(this.#repo, rawName, opts.signal, opts.unloadDependents ?? false);

@@ -1,5 +1,6 @@
 import type { ModelStats } from '../core/stats.js';
 import { NotFoundError } from '../core/errors.js';
+import { parseVersionString } from './version-string.js';
 import type { ModelRepository } from '../repository/manager.js';
 import type { ModelIndexEntry, ModelStatistics } from './api.js';
 
@@ -42,13 +43,14 @@ export function toModelStatistics(name: string, version: number, s: ModelStats):
  * Unknown model or version → NOT_FOUND.
  */
 export function collectStatistics(repo: ModelRepository, name?: string, version?: string): ModelStatistics[] {
+  const wanted = parseVersionString(version);
   const models = name ? [repo.get(name)] : repo.list();
   const out: ModelStatistics[] = [];
   for (const m of models) {
     if (!m) throw new NotFoundError(`requested model '${name}' is not found`);
     let versions = [...m.versions.values()].filter((v) => v.state === 'READY');
-    if (version !== undefined && version !== '') {
-      versions = versions.filter((v) => String(v.version) === version);
+    if (wanted !== undefined) {
+      versions = versions.filter((v) => v.version === wanted);
       if (versions.length === 0) throw new NotFoundError(`requested model '${name}' version ${version} is not found`);
     } else if (name && versions.length === 0) {
       throw new NotFoundError(`requested model '${name}' has no available versions`);

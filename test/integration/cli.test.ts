@@ -90,7 +90,7 @@ describe('nereid CLI', () => {
         method: 'POST',
         body: JSON.stringify({ key: '/nereid-cli-test-missing', byte_size: 8 }),
       });
-      assert.equal(reg.status, 400);
+      assert.equal(reg.status, 500);
       assert.match(await reg.text(), /Unable to open shared memory region/);
     } finally {
       child.kill('SIGTERM');

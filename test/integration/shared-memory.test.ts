@@ -257,12 +257,13 @@ describe('System shared memory (--allow-client-shm)', () => {
         `cannot register shared memory region 'my_test_shm_name' - invalid shm key '${k}'`,
       );
     }
-    // Keys are shm names, never paths; a symlink in /dev/shm is not followed; a missing key is a 400.
+    // Keys are shm names, never paths; a symlink in /dev/shm is not followed; a key that does not open is Triton's
+    // INTERNAL (500).
     await symlink('/etc/passwd', fileOf('link'));
     created.push(fileOf('link'));
     for (const k of ['/../../etc/passwd', '/a/b', keyOf('link'), keyOf('missing'), '/..']) {
       const res = await register('p', k, 1);
-      assert.equal(res.status, 400, k);
+      assert.equal(res.status, 500, k);
       // (A key that looks like an absolute path is shown by its last segment: no server path in answers.)
       assert.match(await errorOf(res), /^Unable to open shared memory region: '/, k);
     }

@@ -99,7 +99,10 @@ describe('decodeModelInferRequest', () => {
     assert.throws(() => decoded(request('INT32', [-1], { int_contents: [] })), /non-negative/);
     const msg = request('INT32', [1], { int_contents: [1] });
     msg.inputs[0].shape = ['9223372036854775807'];
-    assert.throws(() => decoded(msg), /non-negative/);
+    assert.throws(
+      () => decoded(msg),
+      /byte size overflow for input 'X': element count \(9223372036854775807\) \* data type size \(4\)/,
+    );
   });
 
   it('keeps int64 parameters exact and maps classification to classCount', () => {

@@ -4,6 +4,7 @@ import type { InferInput, InferRequest, RequestedOutput } from '../../core/infer
 import { elementCount, type TensorData } from '../../core/tensor.js';
 import { rawToTensorData } from '../kserve/raw-tensor.js';
 import { takeSharedMemoryRef } from '../kserve/shared-memory-params.js';
+import { checkShapeSize } from '../kserve/shape.js';
 import type { InferInputTensorMsg, InferTensorContentsMsg, Long, ModelInferRequestMsg } from './messages.js';
 import { longValue, requestParameters, tensorParameters } from './parameters.js';
 
@@ -31,7 +32,11 @@ export function decodeModelInferRequest(msg: ModelInferRequestMsg): InferRequest
   let rawIndex = 0;
   for (const io of msg.inputs) {
     const datatype = inputDatatype(io);
-    const shape = io.shape.map((d) => shapeDim(d, io.name));
+    const shape = checkShapeSize(
+      io.name,
+      io.shape.map((d) => shapeDim(d, io.name)),
+      datatype,
+    );
     const tp = tensorParameters(io.parameters, `input '${io.name}'`);
     // An input in shared memory takes no raw content: raw_input_contents pair with the other inputs, in order.
     const sharedMemory = takeSharedMemoryRef(tp);
@@ -90,9 +95,10 @@ function inputDatatype(io: InferInputTensorMsg): DataType {
   return io.datatype;
 }
 
-function shapeDim(d: Long, name: string): number {
+/** One dim, exact (a bigint past 2^53); checkShapeSize then says whether the shape fits. */
+function shapeDim(d: Long, name: string): number | bigint {
   const v = longValue(d);
-  if (typeof v !== 'number' || v < 0) {
+  if (v < 0) {
     throw new InvalidArgError(`input '${name}': invalid shape dim ${String(d)}: dims must be non-negative integers`);
   }
   return v;

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { CancelledError, InvalidArgError } from '../../core/errors.js';
-import { tooLargeError } from './compression.js';
+import { tooLargeError, type BodyKind } from './compression.js';
 
 /** Triton's cap on non-empty chunks of a chunked body (L0_http: 10^6 one-byte chunks must not grow RSS). */
 export const MAX_CHUNKS = 65536;
@@ -57,13 +57,15 @@ class GrowingBuffer {
  * upper bound of the real one (one chunk split across TCP reads counts twice), which only matters near the cap.
  * Memory follows what arrived, not what was declared (GrowingBuffer).
  *
+ * `kind` picks Triton's words for a body over the limit (compression.ts tooLargeError).
+ *
  * On rejection the stream is paused and left unread; the caller answers with `Connection: close` (see
  * `bodyUnread`), so Node closes the socket instead of draining the rest.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array> {
+export function readBody(req: IncomingMessage, limit: number, kind: BodyKind = 'json'): Promise<Uint8Array> {
   const lengthHeader = req.headers['content-length'];
   const declared = lengthHeader === undefined ? undefined : Number(lengthHeader);
-  if (declared !== undefined && declared > limit) return Promise.reject(tooLargeError(declared, limit));
+  if (declared !== undefined && declared > limit) return Promise.reject(tooLargeError(declared, limit, kind));
   if (declared === 0 || (declared === undefined && req.complete)) return Promise.resolve(new Uint8Array(0));
 
   return new Promise<Uint8Array>((resolve, reject) => {
@@ -87,7 +89,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Uint8Arra
         // Node's parser never passes more than Content-Length; the check guards the copy anyway.
         if (received > declared) return fail(new InvalidArgError('request body is longer than its Content-Length'));
       } else {
-        if (received > limit) return fail(tooLargeError(received, limit));
+        if (received > limit) return fail(tooLargeError(received, limit, kind));
         if (++nonEmpty > MAX_CHUNKS) {
           return fail(
             new InvalidArgError(

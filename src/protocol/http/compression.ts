@@ -40,12 +40,27 @@ export function responseCoding(header: string | undefined): Coding | undefined {
   return undefined;
 }
 
-/** An error for a body whose decompressed size passes the limit (Triton applies the limit after decompression). */
-export function tooLargeError(size: number | undefined, limit: number): InvalidArgError {
-  const what = size === undefined ? 'more than' : `${size}`;
+/** How a body over `--http-max-input-size` is named in the answer; Triton words each its own way (http_server.cc). */
+export type BodyKind = 'json' | 'raw' | 'compressed';
+
+/**
+ * The answer to a body over the limit, in Triton's words for its kind: a JSON (+ binary) body gives its size
+ * (EVBufferToJson), a raw binary body its byte size (EVBufferToRawInput), a compressed body none: Triton stops
+ * inflating at the limit (DataCompressor), and so does Nereid. `size` is the bytes received when a chunked body
+ * passed the limit, a lower bound of its length.
+ */
+export function tooLargeError(size: number, limit: number, kind: BodyKind = 'json'): InvalidArgError {
+  const hint = 'Use --http-max-input-size to increase the limit.';
+  if (kind === 'compressed') {
+    return new InvalidArgError(`Decompressed data size exceeds the maximum allowed value of ${limit} bytes. ${hint}`);
+  }
+  if (kind === 'raw') {
+    return new InvalidArgError(
+      `Raw input has a byte_size (${size} bytes) that exceeds the maximum allowed value of ${limit} bytes. ${hint}`,
+    );
+  }
   return new InvalidArgError(
-    `request JSON size of ${what} bytes exceeds the maximum allowed input size of ${limit} bytes. ` +
-      'Use --http-max-input-size to increase the limit.',
+    `request JSON size of ${size} bytes exceeds the maximum allowed input size of ${limit} bytes. ${hint}`,
   );
 }
 
@@ -59,7 +74,7 @@ export async function decompress(body: Uint8Array, coding: Coding, limit: number
   try {
     out = await (coding === 'gzip' ? gunzip : inflate)(body, { maxOutputLength: Math.max(1, limit) });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw tooLargeError(undefined, limit);
+    if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw tooLargeError(0, limit, 'compressed');
     throw new InvalidArgError(`failed to decompress the request body (${coding}): ${(err as Error).message}`, {
       cause: err,
     });

@@ -3,7 +3,7 @@ import { readBody } from './body.js';
 import { generate } from './generate.js';
 import { connectionSignal } from './connection-signal.js';
 import * as ext from './extension-handlers.js';
-import { decompress, requestCoding } from './compression.js';
+import { decompress, requestCoding, type BodyKind } from './compression.js';
 import { decodeInferRequest, decodeRawRequest, parseHeaderLength, type DecodedInfer } from './infer-request.js';
 import { encodeInferResponse } from './infer-response.js';
 import { send, sendEmpty, sendJson } from './respond.js';
@@ -35,9 +35,9 @@ const modelConfig = async ({ req, res, api, model, version }: RouteContext): Pro
 const modelInfer = async (ctx: RouteContext): Promise<void> => {
   const { req, res, api, model, version, maxInputSize } = ctx;
   const coding = requestCoding(req.headers['content-encoding']);
-  let body = await readBody(req, maxInputSize);
-  if (coding !== undefined) body = await decompress(body, coding, maxInputSize);
   const headerValue = req.headers['inference-header-content-length'];
+  let body = await readBody(req, maxInputSize, bodyKind(coding !== undefined, headerValue));
+  if (coding !== undefined) body = await decompress(body, coding, maxInputSize);
   const headerLength = parseHeaderLength(Array.isArray(headerValue) ? headerValue[0] : headerValue, body.byteLength);
   const resolved = api.checkModel(model, version);
   let decoded: DecodedInfer;
@@ -64,6 +64,16 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
     );
   }
 };
+
+/**
+ * Which of Triton's messages a body over the limit gets: compressed bodies are measured after inflating (their bytes
+ * on the wire over the limit would inflate past it too), `Inference-Header-Content-Length: 0` is a raw binary body.
+ */
+function bodyKind(compressed: boolean, headerValue: string | string[] | undefined): BodyKind {
+  if (compressed) return 'compressed';
+  const h = Array.isArray(headerValue) ? headerValue[0] : headerValue;
+  return h !== undefined && h.trim() !== '' && Number(h) === 0 ? 'raw' : 'json';
+}
 
 /** The handlers of the endpoints Nereid implements (routes.ts holds the table). */
 export const CORE_HANDLERS: CoreHandlers = Object.freeze({

@@ -1,11 +1,12 @@
 import type { ResolvedModel } from '../../server/api.js';
-import { DATATYPES, isDataType } from '../../core/datatypes.js';
+import { DATATYPES, isDataType, type DataType } from '../../core/datatypes.js';
 import { InvalidArgError } from '../../core/errors.js';
 import type { InferInput, InferRequest, Parameters, RequestedOutput } from '../../core/inference.js';
 import { elementCount, viewFixed, type TensorData } from '../../core/tensor.js';
 import { jsonToTensorData, parseJson } from '../kserve/json-tensor.js';
 import { rawToTensorData } from '../kserve/raw-tensor.js';
 import { takeSharedMemoryRef } from '../kserve/shared-memory-params.js';
+import { checkShapeSize } from '../kserve/shape.js';
 
 /** Which outputs go back as binary blobs: per-output `binary_data`, else the request's `binary_data_output`. */
 export interface OutputPlan {
@@ -119,13 +120,16 @@ function requireString(obj: Record<string, unknown>, key: string, where: string)
   return v;
 }
 
-function parseShape(raw: unknown, where: string): number[] {
+function parseShape(raw: unknown, name: string, datatype: DataType): number[] {
+  const where = `input '${name}'`;
   if (!Array.isArray(raw)) {
     throw new InvalidArgError(
       `Unable to parse 'shape' of ${where}: ${raw === undefined ? 'missing' : 'expected an array'}`,
     );
   }
   for (const d of raw) {
+    // A literal past 2^53 arrives as an exact bigint (parseJson); checkShapeSize answers it in Triton's words.
+    if (typeof d === 'bigint' && d >= 0n) continue;
     if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
       // Only a number is printed: String() of a dim nested 10^5 deep recursed past the stack (a 500).
       throw new InvalidArgError(
@@ -133,7 +137,7 @@ function parseShape(raw: unknown, where: string): number[] {
       );
     }
   }
-  return raw as number[];
+  return checkShapeSize(name, raw as (number | bigint)[], datatype);
 }
 
 /**
@@ -184,7 +188,7 @@ export function decodeInferRequest(
     seen.add(name);
     const dt = requireString(raw, 'datatype', where);
     if (!isDataType(dt)) throw new InvalidArgError(`${where}: unknown datatype '${dt}'`);
-    const shape = parseShape(field(raw, 'shape'), where);
+    const shape = parseShape(field(raw, 'shape'), name, dt);
     const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
     const data = field(raw, 'data');
     checkOneSource(data !== undefined, 'binary_data_size' in params, 'shared_memory_region' in params);

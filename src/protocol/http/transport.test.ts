@@ -32,7 +32,7 @@ describe('compression', () => {
     assert.equal(Buffer.from(await decompress(deflateSync(text), 'deflate', 100)).toString(), 'hello');
     await assert.rejects(
       decompress(gzipSync(Buffer.alloc(10_000)), 'gzip', 1000),
-      /exceeds the maximum allowed input size of 1000 bytes/,
+      /Decompressed data size exceeds the maximum allowed value of 1000 bytes/,
     );
   });
 });

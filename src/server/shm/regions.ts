@@ -2,7 +2,13 @@ import { closeSync, constants, fstatSync, openSync, read, readSync, writeSync } 
 import { join } from 'node:path';
 import { OWNER_PREFIX, SEGMENT_BASES } from '../../backends/runtime/process/owner.js';
 import { usedByProcessTree } from '../../backends/runtime/process/process-tree.js';
-import { AlreadyExistsError, InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  InternalError,
+  InvalidArgError,
+  NotFoundError,
+  UnsupportedError,
+} from '../../core/errors.js';
 
 /**
  * Client system shared memory (Triton's system_shared_memory extension): regions a client created with shm_open and
@@ -165,12 +171,12 @@ export class SystemSharedMemory {
     try {
       fd = openSync(join(SHM_DIR, file), constants.O_RDWR | constants.O_NOFOLLOW);
     } catch (err) {
-      // Triton answers INTERNAL here; a key that does not open is the client's mistake, so Nereid says 400.
-      throw new InvalidArgError(`Unable to open shared memory region: '${key}'`, { cause: err });
+      // Triton's code and words (shm_open failing is INTERNAL there); tritonclient's tests expect them.
+      throw new InternalError(`Unable to open shared memory region: '${key}'`, { cause: err });
     }
     try {
       const st = fstatSync(fd, { bigint: true });
-      if (!st.isFile()) throw new InvalidArgError(`Invalid shared memory region: '${key}'`);
+      if (!st.isFile()) throw new InternalError(`Invalid shared memory region: '${key}'`);
       // Our own descriptors are left out: this one, and those of client regions (a key may back several regions).
       const ours = new Set([fd, ...[...this.#regions.values()].map((r) => r.fd)]);
       if (usedByProcessTree({ dev: st.dev, ino: st.ino }, ours)) {
@@ -240,7 +246,7 @@ export class SystemSharedMemory {
   }
 }
 
-/** The file name under /dev/shm for a POSIX shm key, with Triton's key checks; throws INVALID_ARG. */
+/** The file name under /dev/shm for a POSIX shm key, with Triton's key checks; throws INVALID_ARG, or INTERNAL for a name shm_open cannot open. */
 function checkKey(name: string, key: string): string {
   const file = key.replace(/^\/+/, '');
   if (file === '')
@@ -251,9 +257,10 @@ function checkKey(name: string, key: string): string {
       `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${reserved}'`,
     );
   }
-  // shm_open names hold no further slash: anything else would be a path under /dev/shm (or out of it).
+  // shm_open names hold no further slash: anything else would be a path under /dev/shm (or out of it). shm_open
+  // fails on these, so Triton's answer is its INTERNAL "Unable to open".
   if (file.includes('/') || file === '.' || file === '..' || file.includes('\0') || Buffer.byteLength(file) > 255) {
-    throw new InvalidArgError(`Unable to open shared memory region: '${key}'`);
+    throw new InternalError(`Unable to open shared memory region: '${key}'`);
   }
   return file;
 }
