@@ -1,7 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, type NvmlApi, type NvmlDeviceHandle } from '../../src/native/nvml-api.js';
+import {
+  NVML_ERROR_NOT_SUPPORTED,
+  NVML_SUCCESS,
+  type NvmlApi,
+  type NvmlDeviceHandle,
+} from '../../src/native/nvml-api.js';
 
 /**
  * A test double of NVML's function table, for this machine has no GPU: it writes the bytes NVML's C structs hold
