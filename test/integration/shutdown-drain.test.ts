@@ -25,9 +25,9 @@ const BODY = JSON.stringify({
   ],
 });
 
-/** /dev/shm entries of the server process: the process transport puts the host's pid in each name. */
+/** /dev/shm entries of the server process: each name carries its owner token, `<pid>x<random>` (process/owner.ts). */
 const segmentsOf = (pid: number): string[] =>
-  readdirSync('/dev/shm').filter((n) => n.startsWith('nereid') && n.split('_').includes(String(pid)));
+  readdirSync('/dev/shm').filter((n) => n.startsWith('nereid') && n.split('_').some((p) => p.startsWith(`${pid}x`)));
 
 interface Tally {
   answered: number;
