@@ -53,6 +53,8 @@ export class FrontEndHost {
   readonly #logger: Logger;
   readonly #console: ConsoleSources | undefined;
   readonly #controllers = new Map<number, AbortController>();
+  /** Per streaming request, the sends of its PARTIALs the thread's stream has not taken yet, oldest first. */
+  readonly #untaken = new Map<number, (() => void)[]>();
   readonly #tokens = new Map<number, object>();
   #nextToken = 0;
   #dead: NereidError | undefined;
@@ -89,6 +91,9 @@ export class FrontEndHost {
       case Tag.ABORT:
         this.#abort(msg[1] as number, errorFromData(msg[2] as WireError));
         return true;
+      case Tag.TAKEN:
+        this.#taken(msg[1] as number, msg[2] as number);
+        return true;
       case Tag.RELEASE:
         for (const id of msg[1] as number[]) this.#controllers.delete(id);
         return true;
@@ -106,6 +111,8 @@ export class FrontEndHost {
     this.#dead = err;
     const controllers = [...this.#controllers.values()];
     this.#controllers.clear();
+    for (const waiting of this.#untaken.values()) for (const r of waiting) r();
+    this.#untaken.clear();
     for (const c of controllers) c.abort(err);
   }
 
@@ -118,6 +125,13 @@ export class FrontEndHost {
       else this.#controllers.set(id, c);
     }
     return c.signal;
+  }
+
+  /** The thread's stream took `n` more PARTIALs of request `id`: their sends are done. */
+  #taken(id: number, n: number): void {
+    const waiting = this.#untaken.get(id);
+    for (let k = 0; k < n && waiting !== undefined && waiting.length > 0; k++) waiting.shift()?.();
+    if (waiting?.length === 0) this.#untaken.delete(id);
   }
 
   #abort(id: number, reason: NereidError): void {
@@ -152,20 +166,37 @@ export class FrontEndHost {
     const onResponse =
       (msg[4] & InferFlag.STREAMING) === 0
         ? undefined
-        : (response: InferResponse): void => {
-            if (this.#dead) return;
+        : (response: InferResponse): Promise<void> | undefined => {
+            if (this.#dead) return undefined;
             const { msg: partial, transfer } = packResult(id, false, response, this.#outbox.arena, Tag.PARTIAL);
             this.#outbox.send(partial, transfer, fail);
+            // Settled by the thread's TAKEN (its stream's client read it), or when the request ends.
+            return new Promise<void>((resolve) => {
+              const waiting = this.#untaken.get(id);
+              if (waiting === undefined) this.#untaken.set(id, [resolve]);
+              else waiting.push(resolve);
+            });
           };
-    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved, onResponse }).then((response) => {
-      if (this.#dead) return;
-      try {
-        const { msg: result, transfer } = packResult(id, stale, response, this.#outbox.arena);
-        this.#outbox.send(result, transfer, fail);
-      } catch (err) {
+    const settle = (): void => {
+      for (const r of this.#untaken.get(id) ?? []) r();
+      this.#untaken.delete(id);
+    };
+    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved, onResponse }).then(
+      (response) => {
+        settle();
+        if (this.#dead) return;
+        try {
+          const { msg: result, transfer } = packResult(id, stale, response, this.#outbox.arena);
+          this.#outbox.send(result, transfer, fail);
+        } catch (err) {
+          fail(err);
+        }
+      },
+      (err: unknown) => {
+        settle();
         fail(err);
-      }
-    }, fail);
+      },
+    );
   }
 
   #call([, id, signalId, method, args]: CallMessage): void {

@@ -113,7 +113,15 @@ export class ProxyServerApi implements InferenceServerApi {
       // Not settled: the RESULT (or ERROR) that ends the request follows. A callback that throws is the
       // protocol's bug for that request alone; its error settles the request so the stream answers it.
       try {
-        void p.onResponse?.(unpackResult(msg as ResultMessage, arena));
+        const taken = p.onResponse?.(unpackResult(msg as ResultMessage, arena));
+        const id = msg[1] as number;
+        // The stream's client read it (or the stream has no backpressure): the model may send on.
+        if (taken === undefined) this.#outbox.send([Tag.TAKEN, id, 1]);
+        else
+          taken.then(
+            () => this.#outbox.send([Tag.TAKEN, id, 1]),
+            () => this.#outbox.send([Tag.TAKEN, id, 1]),
+          );
       } catch (err) {
         this.#pending.delete(msg[1] as number);
         p.reject(NereidError.from(err));

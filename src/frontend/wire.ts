@@ -45,7 +45,7 @@ import {
  * are given to infer(), responses to the caller, so nobody writes them.
  */
 
-/** Message tags. Front-end thread → main: INFER, CALL, ABORT, RELEASE, LOG, READY, FAILED, FATAL, CLOSED. */
+/** Message tags. Front-end thread → main: INFER, CALL, ABORT, RELEASE, LOG, READY, FAILED, FATAL, CLOSED, TAKEN. */
 export const Tag = Object.freeze({
   INFER: 1,
   CALL: 2,
@@ -58,6 +58,11 @@ export const Tag = Object.freeze({
   CLOSED: 9,
   /** Several messages in one postMessage, either way (outbox.ts). */
   BATCH: 10,
+  /**
+   * `[TAKEN, id, n]`: the stream took `n` more of request `id`'s PARTIALs (its client read them), so the model's
+   * send() may go on: a stream's backpressure crosses back to the engine as it does without threads.
+   */
+  TAKEN: 11,
   // main → front-end thread
   RESULT: 20,
   ERROR: 21,
