@@ -1,4 +1,4 @@
-import { grpcClient, newTally, pool, sendGrpc, sendHttp, type Tally } from './fuzz-harness.js';
+import { count, grpcClient, newTally, pool, sendGrpc, sendHttp, type Tally } from './fuzz-harness.js';
 import { httpCase, type HttpTemplate } from './fuzz-http-cases.js';
 import type { Rng } from './mutate.js';
 import type { ServerProcess } from './server-process.js';
@@ -122,6 +122,7 @@ export async function fuzzCache(server: ServerProcess, rng: Rng, n: number): Pro
         c.headers['Inference-Header-Content-Length'] || c.headers['Content-Encoding'] ? undefined : expectedOf(c.body);
       if (res?.status !== 200 || expected === undefined || !c.path.startsWith('/v2/models/cached/infer')) return;
       const got = outputOf(res.headers, res.body);
+      count(tally, 'checked');
       if (JSON.stringify(got) !== JSON.stringify(expected))
         tally.failures.push(`cached ${c.what}: sent ${JSON.stringify(expected)}, got ${JSON.stringify(got)}`);
       return;
@@ -131,6 +132,7 @@ export async function fuzzCache(server: ServerProcess, rng: Rng, n: number): Pro
       mutations: i % 4 === 1 ? 0 : undefined,
     });
     const mismatch = r.err === null && r.request ? grpcMismatch(r.request, r.response) : undefined;
+    if (r.err === null && r.request && mismatch === undefined) count(tally, 'checked');
     if (mismatch) tally.failures.push(mismatch);
   });
   grpcc.client.close();

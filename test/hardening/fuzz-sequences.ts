@@ -1,5 +1,5 @@
 import { callUnary } from '../helpers/grpc.js';
-import { grpcClient, newTally, pool, sendGrpc, sendHttp, type Tally } from './fuzz-harness.js';
+import { count, grpcClient, newTally, pool, sendGrpc, sendHttp, type Tally } from './fuzz-harness.js';
 import { httpCase } from './fuzz-http-cases.js';
 import type { Rng } from './mutate.js';
 import type { ServerProcess } from './server-process.js';
@@ -101,6 +101,7 @@ async function validSequence(
     if (status === 200) {
       sum = start ? value : sum + value;
       started = true;
+      count(tally, 'checked');
       if (out !== sum) tally.failures.push(`sequence ${id} step ${step}: expected ${sum}, got ${out}`);
     } else if (status === 400 && !start) {
       // Reaped while the machine was slow (idle past max_sequence_idle_microseconds): start again.

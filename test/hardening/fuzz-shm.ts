@@ -1,5 +1,5 @@
 import { unlink, writeFile } from 'node:fs/promises';
-import { grpcClient, newTally, pool, sendGrpc, sendHttp, type Tally } from './fuzz-harness.js';
+import { count, grpcClient, newTally, pool, sendGrpc, sendHttp, type Tally } from './fuzz-harness.js';
 import { httpCase, type HttpTemplate } from './fuzz-http-cases.js';
 import type { Rng } from './mutate.js';
 import type { ServerProcess } from './server-process.js';
@@ -110,6 +110,7 @@ async function checker(server: ServerProcess, f: ShmFiles, tally: Tally, rounds:
     if (res?.status === 200) {
       const outs = (JSON.parse(res.body.toString()) as { outputs: { name: string; data: number[] }[] }).outputs;
       const got = JSON.stringify(outs.map((o) => o.data));
+      count(tally, 'checked');
       if (got !== `[${sum},${diff}]`) tally.failures.push(`shm checker: got ${got}`);
     } else if (res?.status === 400 || res?.status === 404) {
       await post(`${R}/region/fz_keep/register`, { key: f.keyKeep, offset: 0, byte_size: 256 });

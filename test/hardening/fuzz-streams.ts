@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { grpcClient, HANG_MS, newTally, pool, sendHttp, type Tally } from './fuzz-harness.js';
+import { count, grpcClient, HANG_MS, newTally, pool, sendHttp, type Tally } from './fuzz-harness.js';
 import { httpCase, type HttpTemplate } from './fuzz-http-cases.js';
 import { mutateValue, type Rng } from './mutate.js';
 import type { ServerProcess } from './server-process.js';
@@ -90,6 +90,7 @@ async function oneStream(server: ServerProcess, rng: Rng, tally: Tally, index: n
   client.close();
   for (const [id, v] of valid) {
     const idx = v.values.map((_, i) => i);
+    count(tally, 'checked');
     if (JSON.stringify([v.out, v.idx, v.finals]) !== JSON.stringify([v.values, idx, 1]))
       tally.failures.push(`stream ${id}: sent ${v.values}, got OUT ${v.out} IDX ${v.idx}, ${v.finals} final flags`);
   }
@@ -125,6 +126,7 @@ export async function fuzzStreams(server: ServerProcess, rng: Rng, n: number): P
         const path = '/v2/models/fanout/generate_stream';
         const res = await sendHttp(server.httpUrl, { method: 'POST', path, headers: {}, body, what: 'valid' }, tally);
         const got = res?.status === 200 ? sseValues(res.body.toString()) : res?.status;
+        count(tally, 'checked');
         if (JSON.stringify(got) !== JSON.stringify(values))
           tally.failures.push(`generate_stream of ${values}: got ${JSON.stringify(got)}`);
       }

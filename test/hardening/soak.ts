@@ -3,7 +3,7 @@
  * with mixed traffic (soak-traffic.ts) for N rounds; the resident memory of the server and of its process tree
  * (the Python stub) is sampled after each round, and a line fitted over the second half of the rounds (after
  * warm-up: JIT, pools, the cache filling) says whether memory still trends up. Run it by hand:
- *   node --conditions=nereid-source --import tsx test/hardening/soak.ts [--rounds=40] [--scale=1] [--max-slope=0.5]
+ *   node --conditions=nereid-source --import tsx test/hardening/soak.ts [--seconds=180] [--rounds=1000] [--scale=3] [--max-slope=0.5]
  * (max-slope in MiB per round, for the server and for the tree); it exits 1 on a trend or on a wrong answer.
  * soak.test.ts runs a short version in npm test.
  */
@@ -83,6 +83,8 @@ export interface SoakResult {
 export async function runSoak(opts: {
   rounds: number;
   scale: number;
+  /** Stop after this long, even with rounds left (the by-hand run is bounded in time; rounds vary with load). */
+  seconds?: number;
   /** More V8 flags for the server (the test makes every GC a full one: the live heap is then read every round). */
   nodeArgs?: string[];
   onRound?: (r: SoakRound) => void;
@@ -115,6 +117,7 @@ export async function runSoak(opts: {
     const ctx = soakContext(server, shmFile.slice('/dev/shm'.length));
     const rounds: SoakRound[] = [];
     const pid = server.child.pid as number;
+    const started = performance.now();
     for (let round = 0; round < opts.rounds; round++) {
       const t0 = performance.now();
       const problems = await soakRound(ctx, round, opts.scale);
@@ -130,6 +133,7 @@ export async function runSoak(opts: {
       rounds.push(r);
       opts.onRound?.(r);
       if (server.exited() !== undefined) break;
+      if (opts.seconds !== undefined && performance.now() - started > opts.seconds * 1000) break;
     }
     ctx.client.close();
     const half = rounds.slice(Math.floor(rounds.length / 2));
@@ -154,8 +158,9 @@ async function main(): Promise<void> {
   const maxSlope = arg('max-slope', 0.5);
   const t0 = performance.now();
   const result = await runSoak({
-    rounds: arg('rounds', 40),
-    scale: arg('scale', 1),
+    rounds: arg('rounds', 1000),
+    seconds: arg('seconds', 180),
+    scale: arg('scale', 3),
     onRound: (r) =>
       console.log(
         `round ${String(r.round).padStart(3)}  ${r.seconds.toFixed(1).padStart(5)} s  server ${r.serverMiB} MiB  tree ${r.treeMiB} MiB  live heap ${r.heapMiB} MiB` +
