@@ -22,10 +22,11 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-export async function startServerProcess(args: string[]): Promise<ServerProcess> {
+export async function startServerProcess(args: string[], nodeArgs: string[] = []): Promise<ServerProcess> {
   const child = spawn(
     process.execPath,
     [
+      ...nodeArgs,
       '--conditions=nereid-source',
       '--import',
       'tsx',
