@@ -209,6 +209,17 @@ export interface BackendDescriptor {
   readonly kinds: readonly InstanceKind[];
   /** `count` of a KIND_CPU group that sets none (Triton: 2 for onnxruntime, else 1). */
   readonly defaultCpuInstanceCount?: number;
+  /**
+   * The engine runs its model file as code (a model.py, TorchScript, a TensorRT plan: a version-compatible one
+   * carries host code): a load request carrying files for it carries code (server/code-trust.ts).
+   */
+  readonly executesModelFile?: boolean;
+  /**
+   * Paths a model file names beside itself (ONNX external data), relative to the file's folder, so that a load
+   * request's files can be confined to the model folder (repository/confine.ts); undefined when `path` is not
+   * this engine's model file. Throws INVALID_ARG for a file it cannot read.
+   */
+  referencedFiles?(path: string, content: Uint8Array, config: ModelConfig | undefined): string[] | undefined;
 }
 
 /** Everything `Backend.autoComplete` is given. */

@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { parseModelConfigOrThrow } from '../config/index.js';
 import { DOUBLE, MAGIC, PYTHON, loadTrt } from '../../test/helpers/tensorrt.js';
-import { ROOT } from '../backends/python/interpreter.js';
+import { ROOT } from '../backends/runtime/process/python-env.js';
 import { parseConvertArgs, parseShapes, runConvert } from './convert.js';
 
 // `nereid convert` against the TEST DOUBLE of TensorRT (test/fixtures/tensorrt/double): the command line, the

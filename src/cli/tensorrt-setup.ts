@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { InvalidArgError } from '../core/errors.js';
 import { readSetupRecord, tensorrtHome, type SetupRecord } from '../backends/tensorrt/environment.js';
-import { ROOT, PYTHON_DIR } from '../backends/python/interpreter.js';
+import { ROOT, PYTHON_DIR } from '../backends/runtime/process/python-env.js';
 
 /**
  * `nereid tensorrt setup | check`: a Python that can `import tensorrt` (and `cuda-bindings`) for the TensorRT

@@ -1,8 +1,8 @@
 import { lstat, readdir, realpath } from 'node:fs/promises';
-import { dirname, isAbsolute, join, posix, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
-import { externalDataLocations } from './onnx-external-data.js';
+import type { BackendDescriptor } from '../backends/contract.js';
 
 /**
  * Trust levels: the command line and the on-disk repository belong to the operator; what a load request brings —
@@ -12,7 +12,8 @@ import { externalDataLocations } from './onnx-external-data.js';
  *   folder), warm-up `input_data_file` (`warmup/`), sequence-state `initial_state.data_file` (`initial_state/`),
  *   `model_operations.op_library_filename` (model folder);
  * - `backend` and `runtime` are library names, never paths;
- * - ONNX files sent as `file:` entries: every external-data `location` (relative to the model file's folder).
+ * - files sent as `file:` entries: every path the backends say such a file names beside itself (`referencedFiles`:
+ *   an ONNX model's external-data `location`s, relative to the model file's folder).
  * A path that exists is resolved with realpath (every symlink on the way) and must land inside the model folder's
  * realpath; a path that does not exist yet is checked through its deepest existing ancestor.
  */
@@ -26,6 +27,8 @@ export interface LoadRequestContent {
   config?: ModelConfig;
   /** `file:` entries, path (without `file:`) → content. */
   files: ReadonlyMap<string, Uint8Array>;
+  /** The server's backends: each says which files a model file of its own names (`referencedFiles`). */
+  backends: readonly BackendDescriptor[];
 }
 
 /** Triton's key phrase, which its clients and tests look for. */
@@ -39,15 +42,18 @@ export async function confineLoadRequest(req: LoadRequestContent): Promise<void>
   };
   if (req.config !== undefined) await confineConfig(req, inside);
   for (const [path, content] of req.files) {
-    if (!isOnnxFile(path, req.config)) continue;
-    let locations: string[];
-    try {
-      locations = externalDataLocations(content);
-    } catch (err) {
-      throw new InvalidArgError(`load of '${req.model}': 'file:${path}' is ${(err as Error).message}`, { cause: err });
+    for (const b of req.backends) {
+      let locations: string[] | undefined;
+      try {
+        locations = b.referencedFiles?.(path, content, req.config);
+      } catch (err) {
+        throw new InvalidArgError(`load of '${req.model}': 'file:${path}' is ${(err as Error).message}`, {
+          cause: err,
+        });
+      }
+      const folder = dirname(join(req.dir, path));
+      for (const loc of locations ?? []) await inside(folder, loc, `external data '${loc}' of 'file:${path}'`);
     }
-    const folder = dirname(join(req.dir, path));
-    for (const loc of locations) await inside(folder, loc, `external data '${loc}' of 'file:${path}'`);
   }
 }
 
@@ -107,12 +113,6 @@ async function confineConfig(req: LoadRequestContent, inside: Inside): Promise<v
 const asArray = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** ONNX files among the `file:` entries: `*.onnx`, or a version's default model file named by the config. */
-function isOnnxFile(path: string, config: ModelConfig | undefined): boolean {
-  if (path.endsWith('.onnx')) return true;
-  const file = config?.default_model_filename;
-  return file !== undefined && file !== '' && posix.relative(path.split('/')[0], path) === file;
-}
-
 async function versionFolders(dir: string): Promise<string[]> {
   const entries = await readdir(dir).catch(() => [] as string[]);
   return entries.filter((e) => /^[1-9][0-9]*$/.test(e));

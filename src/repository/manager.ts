@@ -1,4 +1,4 @@
-import type { BackendConfig } from '../backends/contract.js';
+import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { StepRunner } from '../scheduler/ensemble/scheduler.js';
@@ -42,6 +42,11 @@ export class ModelRepository {
 
   get(name: string): Model | undefined {
     return this.#models.get(name)?.current;
+  }
+
+  /** The backends models are loaded with (their descriptors say what their model files are and do). */
+  get backends(): readonly Backend[] {
+    return this.#opts.registry.all;
   }
 
   list(): Model[] {

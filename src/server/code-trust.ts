@@ -1,3 +1,4 @@
+import type { BackendDescriptor } from '../backends/contract.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
 
@@ -12,19 +13,23 @@ import { InvalidArgError } from '../core/errors.js';
  */
 
 const CODE_FILE = /\.(py|pyc|pyo|pyd|pt|pth|pt2|so|dylib|dll|tgz|tar\.gz|sh|plan)$/i;
-const CODE_BACKENDS = new Set(['python', 'pytorch', 'tensorrt']);
-const CODE_PLATFORMS = new Set(['pytorch_libtorch', 'torch_aoti', 'tensorrt_plan']);
-
-/** What in a load request is code, described for the error message; undefined when nothing is. */
+/**
+ * What in a load request is code, described for the error message; undefined when nothing is. Which backends run
+ * their model file is theirs to say (`executesModelFile` in their descriptors).
+ */
 export function codeInLoadRequest(
   config: ModelConfig | undefined,
   files: ReadonlyMap<string, Uint8Array>,
+  backends: readonly BackendDescriptor[],
 ): string | undefined {
   for (const path of files.keys()) {
     if (CODE_FILE.test(path)) return `file:${path}`;
   }
   if (config === undefined) return undefined;
-  const executes = CODE_BACKENDS.has(config.backend ?? '') || CODE_PLATFORMS.has(config.platform ?? '');
+  const backend = backends.find((b) =>
+    config.backend ? b.name === config.backend : b.platforms.includes(config.platform ?? ''),
+  );
+  const executes = backend?.executesModelFile === true;
   if (executes && files.size > 0) {
     return `file:${[...files.keys()][0]} for the '${config.backend || config.platform}' backend, which executes its model file`;
   }
@@ -39,9 +44,10 @@ export function refuseCodeInLoadRequest(
   config: ModelConfig | undefined,
   files: ReadonlyMap<string, Uint8Array>,
   allowed: boolean,
+  backends: readonly BackendDescriptor[],
 ): void {
   if (allowed) return;
-  const what = codeInLoadRequest(config, files);
+  const what = codeInLoadRequest(config, files, backends);
   if (what === undefined) return;
   throw new InvalidArgError(
     `failed to load '${name}': the load request carries code (${what}); Nereid runs code sent in load requests only when started with --allow-code-in-load-requests (put the model in the model repository instead)`,

@@ -33,7 +33,7 @@ export async function loadByRequest(
     const e = NereidError.from(err);
     throw new InvalidArgError(`failed to load '${name}', ${e.message}`, { cause: err });
   }
-  refuseCodeInLoadRequest(name, config, files, opts.allowCode === true);
+  refuseCodeInLoadRequest(name, config, files, opts.allowCode === true, repo.backends);
   let dir: string;
   let tempDir: string | undefined;
   if (files.size > 0) {
@@ -52,7 +52,7 @@ export async function loadByRequest(
   const dropTemp = (): Promise<void> =>
     tempDir === undefined ? Promise.resolve() : rm(tempDir, { recursive: true, force: true });
   try {
-    await confineLoadRequest({ model: name, dir, config, files });
+    await confineLoadRequest({ model: name, dir, config, files, backends: repo.backends });
   } catch (err) {
     await dropTemp();
     throw err;

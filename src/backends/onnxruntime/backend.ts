@@ -3,7 +3,8 @@ import { inProcessBackend } from '../runtime/inprocess.js';
 import { withThreadTransport } from '../runtime/transport.js';
 import { workerBackend } from '../runtime/worker/host.js';
 import { adapterUrl } from '../runtime/worker/spawn.js';
-import { onnxruntimeCapiAdapter, onnxruntimeDescriptor } from './engine.js';
+import { onnxruntimeCapiAdapter } from './engine.js';
+import { onnxruntimeDescriptor } from './descriptor.js';
 import { planSession, usesCudaGraphs } from './options-capi.js';
 import { autoCompleteOnnx } from './signature.js';
 

@@ -10,7 +10,7 @@ import type { DataType } from '../../core/datatypes.js';
 import { CancelledError, InvalidArgError, UnavailableError, UnsupportedError } from '../../core/errors.js';
 import type { Tensor } from '../../core/tensor.js';
 import { envReferences } from './capi/env.js';
-import { onnxruntimeDescriptor } from './engine.js';
+import { onnxruntimeDescriptor } from './descriptor.js';
 import { isStickyError } from './errors.js';
 import { autoCompleteOnnx, readSignature } from './signature.js';
 

@@ -1,20 +1,15 @@
-import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
 import { CancelledError, NereidError, UnavailableError } from '../../core/errors.js';
 import type { DeviceMemory } from '../../core/device.js';
 import type { Tensor } from '../../core/tensor.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
 import type {
-  BackendDescriptor,
   EngineAdapter,
   EngineInstance,
   EngineLoadContext,
   EngineModel,
   EngineRequest,
   ExecuteTimings,
-  InstanceKind,
   InstanceSpec,
   ModelSignature,
   Responder,
@@ -24,7 +19,6 @@ import { batchOutputNames, joinInputs, splitOutputs } from '../batching.js';
 import { overridableSignatures } from './initializers.js';
 import { check, ortApi, type Out, type Ptr } from './capi/api.js';
 import { acquireEnv, type EnvLease } from './capi/env.js';
-import { ortLibraryDir } from './capi/library.js';
 import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
 import type { CudaGraphs } from './capi/cuda-graphs.js';
 import { cudaGraphsFor, ignoreOtherCaptures, planGraphs, warmUpGraphs, type GraphPlan } from './instance-graphs.js';
@@ -33,7 +27,7 @@ import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
 import { OrtRunner } from './capi/run.js';
 import { PrefaultedBuffers } from './capi/prefaulted.js';
 import { createError, isStickyError } from './errors.js';
-import { autoCompleteOnnx, DEFAULT_MODEL_FILENAME, resolveModelFile } from './signature.js';
+import { autoCompleteOnnx, resolveModelFile } from './signature.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
@@ -48,42 +42,6 @@ import { planSession, providersFor, usesCudaGraphs, type SessionPlan } from './o
  * KIND_GPU on the CUDA provider of its device (TensorRT first when configured). The model holds a reference on the
  * process's OrtEnv while it is loaded.
  */
-
-/** Every datatype onnxruntime's C API carries (BF16 too: raw bits, unlike onnxruntime-node's JS API). */
-export const ORT_CAPI_DATATYPES: readonly DataType[] = ALL_DATATYPES;
-
-/**
- * True when a KIND_GPU instance could run here: the CUDA provider libraries sit beside libonnxruntime and the
- * NVIDIA driver lists a GPU. Cheap (no CUDA call); the session itself is the real test.
- */
-export function gpuUsable(): boolean {
-  try {
-    const dir = ortLibraryDir();
-    const libs = ['libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so'];
-    return libs.every((f) => existsSync(join(dir, f))) && readdirSync('/proc/driver/nvidia/gpus').length > 0;
-  } catch {
-    return false;
-  }
-}
-
-/** The descriptor for the in-process onnxruntime backend (`inProcessBackend(descriptor, adapter)`). */
-export function onnxruntimeDescriptor(): BackendDescriptor & {
-  kinds: readonly InstanceKind[];
-  defaultCpuInstanceCount: number;
-} {
-  return {
-    name: 'onnxruntime',
-    platforms: ['onnxruntime_onnx'],
-    defaultModelFilename: DEFAULT_MODEL_FILENAME,
-    datatypes: ORT_CAPI_DATATYPES,
-    sections: [],
-    // KIND_AUTO takes the first: GPU where one is usable (Triton's rule). KIND_GPU stays accepted elsewhere so
-    // that its load fails with the engine's reason (the missing library, no device) instead of a generic refusal.
-    kinds: gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU'],
-    // Triton's onnxruntime backend: a KIND_CPU group without a count has 2 instances.
-    defaultCpuInstanceCount: 2,
-  };
-}
 
 /**
  * onnxruntime's log severity from our log level: verbose only when we are. Otherwise only fatal: a run error (a

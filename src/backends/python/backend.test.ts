@@ -20,7 +20,7 @@ import {
   type Loaded,
 } from '../../../test/helpers/python-models.js';
 import { pythonBackend } from './backend.js';
-import { ROOT } from './interpreter.js';
+import { ROOT } from '../runtime/process/python-env.js';
 import { noopLogger } from '../../core/logger.js';
 import { join } from 'node:path';
 

@@ -1,23 +1,16 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { ALL_DATATYPES } from '../../core/datatypes.js';
-import { InvalidArgError, NereidError, NotFoundError, UnavailableError } from '../../core/errors.js';
+import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type {
-  AutoCompleteContext,
-  Backend,
-  EngineLoadContext,
-  Instance,
-  InstanceSpec,
-  ModelHandle,
-} from '../contract.js';
-import { ChildProcessHost } from '../runtime/process/child.js';
-import { ProcessInstance } from '../runtime/process/instance.js';
-import { segmentPrefix, sweepStaleSegments } from '../runtime/process/owner.js';
+import type { AutoCompleteContext, Backend, EngineLoadContext, InstanceSpec } from '../contract.js';
+import { checkModelFile, processBackend, type PreparedLoad } from '../runtime/process/backend.js';
+import { segmentPrefix } from '../runtime/process/owner.js';
+import { startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { blsService, type ModelCaller } from './bls.js';
-import { responseChecker } from './check.js';
-import { childEnv, resolveInterpreter, type Interpreter } from './interpreter.js';
+import { childEnv } from '../runtime/process/python-env.js';
+import { resolveInterpreter, type Interpreter } from './interpreter.js';
 import { executeTimeoutMs, forceCpuOnlyInputs, pythonOptions, type PythonOptions } from './options.js';
 
 /**
@@ -33,52 +26,19 @@ export interface PythonBackend extends Backend {
 
 export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBackend {
   let caller = opts.caller;
-  let cleaned = false;
-  // Segments of servers killed before they could remove them (the server sweeps at start too; this covers a
-  // backend used on its own).
-  const cleanOnce = (): void => {
-    if (cleaned) return;
-    cleaned = true;
-    sweepStaleSegments();
-  };
+  const stub = (interp: Interpreter, o: PythonOptions): PreparedLoad['process'] => ({
+    kind: 'python process',
+    python: { executable: interp.executable, source: interp.source, env: childEnv() },
+    args: ['--spin-us', String(o.stubSpinUs)],
+    options: {
+      shmDefaultByteSize: o.shmDefaultByteSize,
+      shmGrowthByteSize: o.shmGrowthByteSize,
+      startTimeoutMs: o.stubTimeoutMs,
+    },
+    setup: 'bash scripts/setup-python.sh',
+  });
 
-  async function startStub(
-    interp: Interpreter,
-    o: PythonOptions,
-    logger: Logger,
-    signal?: AbortSignal,
-  ): Promise<ChildProcessHost> {
-    cleanOnce();
-    try {
-      return await ChildProcessHost.start(
-        {
-          kind: 'python process',
-          command: interp.executable,
-          args: ['-m', 'nereid_python', '--spin-us', String(o.stubSpinUs)],
-          env: childEnv(),
-          shm: {
-            prefix: segmentPrefix(o.shmPrefix),
-            defaultByteSize: o.shmDefaultByteSize,
-            growthByteSize: o.shmGrowthByteSize,
-          },
-          startTimeoutMs: o.stubTimeoutMs,
-          logger,
-        },
-        signal,
-      );
-    } catch (e) {
-      const err = NereidError.from(e);
-      if (/No module named 'numpy'/.test(err.message)) {
-        throw new UnavailableError(
-          `python interpreter '${interp.executable}' (from ${interp.source}) has no numpy: run 'bash scripts/setup-python.sh' or install numpy into it`,
-          { cause: e },
-        );
-      }
-      throw err;
-    }
-  }
-
-  return {
+  const backend = processBackend({
     name: 'python',
     platforms: [],
     defaultModelFilename: 'model.py',
@@ -88,10 +48,10 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     sections: ['decoupled'],
     // Triton passes the kind to the model (args['model_instance_kind']); the model decides where it runs.
     kinds: ['KIND_GPU', 'KIND_CPU', 'KIND_MODEL'],
-
-    attachModelCaller(c: ModelCaller): void {
-      caller = c;
-    },
+    executesModelFile: true,
+    placement: 'instance',
+    shmPrefix: 'nereid_python_',
+    modelFileKind: 'python model file',
 
     /**
      * Runs the model's static `auto_complete_config` in a short-lived stub (Triton: an interpreter destroyed
@@ -99,12 +59,15 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
      */
     async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
       if (!ctx.autoComplete) return config;
-      await checkModelFile(ctx.modelPath);
+      await checkModelFile(ctx.modelPath, 'python model file', ctx.modelName);
       // A model.py that never mentions it has nothing to run: no process to start (half a second per load).
       if (!(await readFile(ctx.modelPath, 'utf8')).includes('auto_complete_config')) return config;
       const o = pythonOptions(ctx.backendConfig);
       const interp = await resolveInterpreter(config, modelDirOf(ctx.modelPath), o);
-      const host = await startStub(interp, o, ctx.logger, ctx.signal);
+      const host = await startEngineProcess(
+        { ...stub(interp, o), shmPrefix: segmentPrefix('nereid_python_'), logger: ctx.logger },
+        ctx.signal,
+      );
       try {
         const reply = await host.request(
           { op: 'autocomplete', model_path: ctx.modelPath, config: modelConfigToJson(config) },
@@ -128,88 +91,48 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       }
     },
 
-    async load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle> {
-      await checkModelFile(ctx.modelPath);
+    async prepare(ctx: EngineLoadContext & { logger: Logger }): Promise<PreparedLoad> {
       const o = pythonOptions(ctx.backendConfig);
       const interp = await resolveInterpreter(ctx.config, ctx.modelDir, o);
-      // The loader's logger already carries the model and version.
-      const logger = ctx.logger;
-      const timeout = executeTimeoutMs(ctx.config, o);
       const cpuOnlyInputs = forceCpuOnlyInputs(ctx.config);
       const decoupled = ctx.config.model_transaction_policy?.decoupled === true;
       const configJson = JSON.stringify(modelConfigToJson(ctx.config));
-      const services = blsService(() => caller, logger);
-      let announced = false;
-      const hosts = new Set<ChildProcessHost>();
-      if (signal?.aborted) throw new UnavailableError(`load of model '${ctx.name}' was cancelled`);
-
       return {
-        async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
-          const ilogger = logger.child({ instance: spec.name });
-          const host = await startStub(interp, o, ilogger, sig);
-          hosts.add(host);
-          // `exited` never rejects.
-          void host.exited.then(() => hosts.delete(host));
-          host.services = services;
-          if (!announced) {
-            announced = true;
-            logger.info(
-              `model '${ctx.name}' runs on python ${String(host.info.python)} (${interp.executable}, from ${interp.source}; numpy ${String(host.info.numpy)})`,
-            );
-          }
-          try {
-            return await ProcessInstance.create(
-              host,
-              {
-                name: spec.name,
-                decoupled,
-                executeTimeoutMs: timeout,
-                destroyGraceMs: o.finalizeTimeoutMs,
-                ownsProcess: true,
-                logger: ilogger,
-                check: responseChecker(ctx.config, spec.name),
-                // Client CUDA memory reaches the model as GPU tensors only when it asked for them (Triton's rule).
-                deviceMemory:
-                  spec.kind === 'KIND_GPU' && !cpuOnlyInputs ? { kind: 'cuda', device: spec.device } : undefined,
-                payload: {
-                  instance_name: spec.name,
-                  model_path: ctx.modelPath,
-                  decoupled,
-                  args: {
-                    model_config: configJson,
-                    model_instance_kind: spec.kind.replace(/^KIND_/, ''),
-                    model_instance_device_id: String(Math.max(0, spec.device)),
-                    model_instance_name: spec.name,
-                    model_repository: ctx.modelDir,
-                    model_version: String(ctx.version),
-                    model_name: ctx.name,
-                  },
-                },
-              },
-              sig,
-            );
-          } catch (e) {
-            await host.close(1000);
-            throw e;
-          }
-        },
-        async unload(): Promise<void> {
-          // Instances close their own processes; anything left (an instance never destroyed) goes now.
-          await Promise.all([...hosts].map((h) => h.close(o.finalizeTimeoutMs)));
-        },
+        process: stub(interp, o),
+        services: blsService(() => caller, ctx.logger),
+        graceMs: o.finalizeTimeoutMs,
+        executeTimeoutMs: executeTimeoutMs(ctx.config, o),
+        started: (host) =>
+          ctx.logger.info(
+            `model '${ctx.name}' runs on python ${String(host.info.python)} (${interp.executable}, from ${interp.source}; numpy ${String(host.info.numpy)})`,
+          ),
+        instance: (spec: InstanceSpec) => ({
+          // Client CUDA memory reaches the model as GPU tensors only when it asked for them (Triton's rule).
+          deviceMemory: spec.kind === 'KIND_GPU' && !cpuOnlyInputs ? { kind: 'cuda', device: spec.device } : undefined,
+          payload: {
+            instance_name: spec.name,
+            model_path: ctx.modelPath,
+            decoupled,
+            args: {
+              model_config: configJson,
+              model_instance_kind: spec.kind.replace(/^KIND_/, ''),
+              model_instance_device_id: String(Math.max(0, spec.device)),
+              model_instance_name: spec.name,
+              model_repository: ctx.modelDir,
+              model_version: String(ctx.version),
+              model_name: ctx.name,
+            },
+          },
+        }),
       };
     },
+  });
+  return {
+    ...backend,
+    attachModelCaller(c: ModelCaller): void {
+      caller = c;
+    },
   };
-}
-
-async function checkModelFile(path: string): Promise<void> {
-  try {
-    const st = await stat(path);
-    if (!st.isFile()) throw new InvalidArgError(`python model '${path}' is not a file`);
-  } catch (e) {
-    if (e instanceof NereidError) throw e;
-    throw new NotFoundError(`python model file '${path}' does not exist`, { cause: e });
-  }
 }
 
 /** `<model>/<version>/model.py` → `<model>`. */

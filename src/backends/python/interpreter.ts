@@ -4,10 +4,10 @@ import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { ModelConfig } from '../../config/model-config.js';
+import { ROOT } from '../runtime/process/python-env.js';
 import { modelParameter, type PythonOptions } from './options.js';
 
 /**
@@ -23,11 +23,6 @@ import { modelParameter, type PythonOptions } from './options.js';
  */
 
 const execFileP = promisify(execFile);
-
-/** The repository root (this file is src/backends/python/ or dist/backends/python/). */
-export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-/** Where `nereid_python` and `triton_python_backend_utils` live; put on the child's PYTHONPATH. */
-export const PYTHON_DIR = join(ROOT, 'python');
 
 export interface Interpreter {
   executable: string;
@@ -101,14 +96,4 @@ async function executionEnv(raw: string, modelDir: string, model: string): Promi
     throw new UnavailableError(`model '${model}': cannot unpack EXECUTION_ENV_PATH '${path}': ${(e as Error).message}`);
   }
   return dir;
-}
-
-/** The child's environment: our Python package first on PYTHONPATH, unbuffered prints. */
-export function childEnv(): NodeJS.ProcessEnv {
-  const existing = process.env.PYTHONPATH;
-  return {
-    ...process.env,
-    PYTHONPATH: existing ? `${PYTHON_DIR}:${existing}` : PYTHON_DIR,
-    PYTHONUNBUFFERED: '1',
-  };
 }

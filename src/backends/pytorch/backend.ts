@@ -1,21 +1,9 @@
-import { stat } from 'node:fs/promises';
 import type { ModelConfig, ModelInput, ModelOutput } from '../../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
-import { InvalidArgError, NotFoundError, UnavailableError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type {
-  AutoCompleteContext,
-  Backend,
-  EngineLoadContext,
-  Instance,
-  InstanceKind,
-  InstanceSpec,
-  ModelHandle,
-} from '../contract.js';
-import { responseChecker } from '../python/check.js';
-import { ProcessInstance } from '../runtime/process/instance.js';
-import { SharedHosts, startEngineProcess } from '../runtime/process/shared-hosts.js';
-import { segmentPrefix, sweepStaleSegments } from '../runtime/process/owner.js';
+import type { AutoCompleteContext, Backend, EngineLoadContext, InstanceKind, InstanceSpec } from '../contract.js';
+import { processBackend, type PreparedLoad } from '../runtime/process/backend.js';
 import { ENGINE_MODEL_PY, gpuUsable, resolveEnvironment } from './environment.js';
 import { backendOptions, modelOptions } from './options.js';
 
@@ -43,7 +31,6 @@ const DATATYPES: readonly DataType[] = [
   'BF16',
   'BYTES',
 ];
-const SHM_PREFIX = 'nereid_torch_';
 
 export interface PyTorchBackendInit {
   /** Instance kinds, preferred first (tests: a machine without a GPU); default from the machine. */
@@ -51,8 +38,8 @@ export interface PyTorchBackendInit {
 }
 
 export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { readonly kinds: readonly InstanceKind[] } {
-  let cleaned = false;
-  return {
+  const kinds = init.kinds ?? (gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU']);
+  const backend = processBackend({
     name: 'pytorch',
     platforms: ['pytorch_libtorch'],
     defaultModelFilename: 'model.pt',
@@ -60,7 +47,12 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
     sections: [],
     // KIND_AUTO takes the first: GPU where one is usable (Triton's rule). KIND_GPU stays accepted elsewhere so that
     // its load fails with torch's own reason (a CPU-only build, no device).
-    kinds: init.kinds ?? (gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU']),
+    kinds,
+    executesModelFile: true,
+    // One process per device: instances restarted after a crash land together in the new one.
+    placement: 'device',
+    shmPrefix: 'nereid_torch_',
+    modelFileKind: 'TorchScript file',
 
     /**
      * Triton cannot complete a TorchScript model's config (the file has no typed signature to read), and neither
@@ -73,80 +65,46 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
       return config;
     },
 
-    async load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle> {
+    async prepare(ctx: EngineLoadContext & { logger: Logger }): Promise<PreparedLoad> {
+      await Promise.resolve();
       const name = ctx.name;
       requireDeclared(ctx.config, name);
       const o = backendOptions(ctx.backendConfig);
-      const mo = modelOptions(ctx.config);
-      await checkModelFile(ctx.modelPath, name);
+      const options = JSON.stringify(modelOptions(ctx.config));
       const env = resolveEnvironment(o);
-      const logger = ctx.logger;
-      if (signal?.aborted) throw new UnavailableError(`load of model '${name}' was cancelled`);
-      if (!cleaned) {
-        cleaned = true;
-        sweepStaleSegments();
-      }
-      logger.info(`model '${name}' version ${ctx.version} runs on PyTorch in ${env.executable} (from ${env.source})`);
-      const io = JSON.stringify(ioOf(ctx.config));
-      const options = JSON.stringify(mo);
-      const check = responseChecker(ctx.config, name);
-      // One process per device: instances restarted after a crash land together in the new one.
-      const hosts = new SharedHosts<string>((device, sig) =>
-        startEngineProcess(
-          {
-            kind: 'pytorch process',
-            python: env,
-            shmPrefix: segmentPrefix(SHM_PREFIX),
-            options: o,
-            logger: logger.child({ device }),
-            setup: 'bash scripts/setup-python.sh --torch',
-          },
-          sig,
-        ),
+      ctx.logger.info(
+        `model '${name}' version ${ctx.version} runs on PyTorch in ${env.executable} (from ${env.source})`,
       );
-
+      const io = JSON.stringify(ioOf(ctx.config));
+      const device = (spec: InstanceSpec): string => (spec.kind === 'KIND_GPU' ? `cuda:${spec.device}` : 'cpu');
       return {
-        async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
-          const device = spec.kind === 'KIND_GPU' ? `cuda:${spec.device}` : 'cpu';
-          const host = await hosts.get(device, sig);
-          return ProcessInstance.create(
-            host,
-            {
-              name: spec.name,
-              decoupled: false,
-              executeTimeoutMs: 0,
-              destroyGraceMs: 30_000,
-              ownsProcess: false,
-              logger: logger.child({ instance: spec.name }),
-              check,
-              // Inputs of one name lie back to back across the batch: the engine joins them without a copy.
-              inputLayout: 'name',
-              // Client CUDA memory on the instance's GPU reaches forward() in place (engines/pytorch/instance.py).
-              deviceMemory: spec.kind === 'KIND_GPU' ? { kind: 'cuda', device: spec.device } : undefined,
-              payload: {
-                instance_name: spec.name,
-                model_path: ENGINE_MODEL_PY,
-                decoupled: false,
-                engine: 'pytorch',
-                args: {
-                  model_path: ctx.modelPath,
-                  model_name: name,
-                  device,
-                  instance_name: spec.name,
-                  io,
-                  options,
-                },
-              },
+        process: { kind: 'pytorch process', python: env, options: o, setup: 'bash scripts/setup-python.sh --torch' },
+        graceMs: 30_000,
+        deviceKey: device,
+        instance: (spec: InstanceSpec) => ({
+          // Inputs of one name lie back to back across the batch: the engine joins them without a copy.
+          inputLayout: 'name',
+          // Client CUDA memory on the instance's GPU reaches forward() in place (engines/pytorch/instance.py).
+          deviceMemory: spec.kind === 'KIND_GPU' ? { kind: 'cuda', device: spec.device } : undefined,
+          payload: {
+            instance_name: spec.name,
+            model_path: ENGINE_MODEL_PY,
+            decoupled: false,
+            engine: 'pytorch',
+            args: {
+              model_path: ctx.modelPath,
+              model_name: name,
+              device: device(spec),
+              instance_name: spec.name,
+              io,
+              options,
             },
-            sig,
-          );
-        },
-        async unload(): Promise<void> {
-          await hosts.close(30_000);
-        },
+          },
+        }),
       };
     },
-  };
+  });
+  return { ...backend, kinds };
 }
 
 /** A config must declare inputs and outputs (Triton cannot read them from TorchScript either). */
@@ -161,16 +119,6 @@ function requireDeclared(config: ModelConfig, model: string): void {
       `Inputs are named after forward()'s arguments, or INPUT__0, INPUT__1, ... by position; outputs OUTPUT__0, OUTPUT__1, ... by position in what forward() returns (any other names: config order). ` +
       `Example: input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ] output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]`,
   );
-}
-
-async function checkModelFile(path: string, model: string): Promise<void> {
-  let st;
-  try {
-    st = await stat(path);
-  } catch (e) {
-    throw new NotFoundError(`model '${model}': TorchScript file '${path}' does not exist`, { cause: e });
-  }
-  if (!st.isFile()) throw new InvalidArgError(`model '${model}': '${path}' is not a file (a TorchScript model.pt)`);
 }
 
 interface IoSpec {

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { PYTHON_DIR, ROOT, childEnv } from '../python/interpreter.js';
+import { PYTHON_DIR, ROOT, childEnv } from '../runtime/process/python-env.js';
 import type { PyTorchBackendOptions } from './options.js';
 
 /**

@@ -3,7 +3,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { ROOT } from '../python/interpreter.js';
+import { ROOT } from '../runtime/process/python-env.js';
 import { PYTHON } from '../../../test/helpers/tensorrt.js';
 
 // The TEST DOUBLE of TensorRT and CUDA (test/fixtures/tensorrt/double) must offer nothing the real APIs lack:

@@ -12,13 +12,10 @@ import type {
   Instance,
   InstanceKind,
   InstanceSpec,
-  ModelHandle,
   Responder,
 } from '../contract.js';
-import { responseChecker } from '../python/check.js';
-import { SharedHosts, startEngineProcess } from '../runtime/process/shared-hosts.js';
-import { ProcessInstance } from '../runtime/process/instance.js';
-import { unlinkStaleSegments } from '../runtime/process/shm.js';
+import { processBackend, type PreparedLoad } from '../runtime/process/backend.js';
+import type { ProcessInstance } from '../runtime/process/instance.js';
 import { ENGINE_MODEL_PY, resolveEnvironment, type TensorRTEnvironment } from './environment.js';
 import {
   checkAgainstPlan,
@@ -44,7 +41,6 @@ import { probePlan } from './probe.js';
 /** Datatypes a TensorRT plan's I/O can have that Triton has names for. */
 const DATATYPES: readonly DataType[] = ['BOOL', 'UINT8', 'INT8', 'INT32', 'INT64', 'FP16', 'FP32', 'BF16'];
 const KINDS: readonly InstanceKind[] = ['KIND_GPU'];
-const SHM_PREFIX = 'nereid_trt_';
 
 export interface TensorRTBackendInit {
   /** Folders put first on the engine process's PYTHONPATH (tests: the TensorRT test double). */
@@ -53,13 +49,9 @@ export interface TensorRTBackendInit {
   env?: Readonly<Record<string, string>>;
 }
 
-let serial = 0;
-
 export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { readonly kinds: readonly InstanceKind[] } {
   /** Facts by plan path, valid while the file's size and mtime (and the loading options) are unchanged. */
   const factsCache = new Map<string, { key: string; facts: PlanFacts }>();
-  let cleaned = false;
-
   const environment = (o: TensorRTBackendOptions): TensorRTEnvironment =>
     resolveEnvironment(o, init.pythonPath ?? [], init.env ?? {});
 
@@ -90,17 +82,23 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
     return facts;
   }
 
-  return {
+  return processBackend({
     name: 'tensorrt',
     platforms: ['tensorrt_plan'],
     defaultModelFilename: 'model.plan',
     datatypes: DATATYPES,
     sections: ['model_warmup', 'response_cache'],
     kinds: KINDS,
+    // A version-compatible plan carries a lean runtime TensorRT runs as host code; any plan may need plugin code.
+    executesModelFile: true,
+    // One process per GPU: instances restarted together after a crash all land in the same new one.
+    placement: 'device',
+    shmPrefix: 'nereid_trt_',
+    modelFileKind: 'TensorRT plan',
 
     /** Triton's tensorrt auto-complete from the plan (read on the first instance group's first GPU). */
     async autoComplete(config: ModelConfig, ctx: AutoCompleteContext): Promise<ModelConfig> {
-      const name = (ctx as { modelName?: string }).modelName ?? config.name ?? '';
+      const name = ctx.modelName;
       requireGpuKinds(config, name);
       const o = backendOptions(ctx.backendConfig);
       const device = config.instance_group?.[0]?.gpus?.[0] ?? 0;
@@ -113,89 +111,59 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
       return completed;
     },
 
-    async load(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<ModelHandle> {
+    async prepare(ctx: EngineLoadContext & { logger: Logger }, signal?: AbortSignal): Promise<PreparedLoad> {
       const name = ctx.name;
       requireGpuKinds(ctx.config, name);
       const o = backendOptions(ctx.backendConfig);
       const mo = modelOptions(ctx.config);
-      const logger = ctx.logger.child({ model: name, version: ctx.version });
+      const logger = ctx.logger;
       for (const n of mo.notes) logger.warn(`model '${name}': ${n}`);
       const env = environment(o);
       const firstDevice = ctx.config.instance_group?.[0]?.gpus?.[0] ?? 0;
       const facts = await factsFor(ctx.modelPath, o, firstDevice, signal);
       checkAgainstPlan(ctx.config, facts, name);
-      if (!cleaned) {
-        cleaned = true;
-        unlinkStaleSegments(SHM_PREFIX);
-      }
       logger.info(
         `model '${name}' version ${ctx.version}: TensorRT ${facts.trt_version} (${facts.flavor ?? 'full'} runtime) on ${facts.device_name ?? 'GPU'}, python ${env.executable} (from ${env.source}); ${facts.profiles.length} optimization profile(s)`,
       );
-      const batching = (ctx.config.max_batch_size ?? 0) > 0;
-      const check = responseChecker(ctx.config, name);
-      // One process per GPU: instances restarted together after a crash all land in the same new one.
-      const hosts = new SharedHosts<number>((device, sig) =>
-        startEngineProcess(
-          {
-            kind: 'tensorrt process',
-            python: env,
-            shmPrefix: `${SHM_PREFIX}${process.pid}_${serial++}_`,
-            options: o,
-            logger: logger.child({ gpu: device }),
-            setup: 'nereid tensorrt setup',
-          },
-          sig,
-        ),
-      );
-
+      const options = JSON.stringify(engineOptions(o, mo));
+      const profilesOf = (spec: InstanceSpec): number[] =>
+        instanceProfiles(spec.profiles, facts, `model '${name}': instance ${spec.name}`);
       return {
-        async createInstance(spec: InstanceSpec, sig?: AbortSignal): Promise<Instance> {
+        process: { kind: 'tensorrt process', python: env, options: o, setup: 'nereid tensorrt setup' },
+        graceMs: 30_000,
+        deviceKey: (spec) => spec.device,
+        instance: (spec: InstanceSpec) => {
           if (spec.kind !== 'KIND_GPU') {
             throw new UnsupportedError(
               `model '${name}': instance ${spec.name} is ${spec.kind}; TensorRT plans run on GPUs only (KIND_GPU)`,
             );
           }
-          const profiles = instanceProfiles(spec.profiles, facts, `model '${name}': instance ${spec.name}`);
-          const host = await hosts.get(spec.device, sig);
-          const inner = await ProcessInstance.create(
-            host,
-            {
-              name: spec.name,
+          return {
+            inputLayout: o.coalesceRequestInput ? 'name' : 'request',
+            payload: {
+              instance_name: spec.name,
+              model_path: ENGINE_MODEL_PY,
               decoupled: false,
-              executeTimeoutMs: 0,
-              destroyGraceMs: 30_000,
-              ownsProcess: false,
-              logger: logger.child({ instance: spec.name }),
-              check,
-              inputLayout: o.coalesceRequestInput ? 'name' : 'request',
-              payload: {
+              args: {
+                plan: ctx.modelPath,
+                device: String(spec.device),
+                profiles: JSON.stringify(profilesOf(spec)),
+                max_batch_size: String(ctx.config.max_batch_size ?? 0),
                 instance_name: spec.name,
-                model_path: ENGINE_MODEL_PY,
-                decoupled: false,
-                args: {
-                  plan: ctx.modelPath,
-                  device: String(spec.device),
-                  profiles: JSON.stringify(profiles),
-                  max_batch_size: String(ctx.config.max_batch_size ?? 0),
-                  instance_name: spec.name,
-                  options: JSON.stringify(engineOptions(o, mo)),
-                },
+                options,
               },
             },
-            sig,
-          );
-          return new ProfileCheckedInstance(inner, facts, profiles, batching, name);
+          };
         },
-        async unload(): Promise<void> {
-          await hosts.close(30_000);
-        },
+        guard: (spec, inner) => new ProfileCheckedInstance(inner, facts, profilesOf(spec), name),
       };
     },
 
     async close(): Promise<void> {
+      await Promise.resolve();
       factsCache.clear();
     },
-  };
+  });
 }
 
 /** What the engine process needs of the options (python/nereid_python/engines/tensorrt/context.py). */
@@ -236,13 +204,7 @@ class ProfileCheckedInstance implements Instance {
   readonly #profiles: readonly number[];
   readonly #model: string;
 
-  constructor(
-    inner: ProcessInstance,
-    facts: PlanFacts,
-    profiles: readonly number[],
-    _batching: boolean,
-    model: string,
-  ) {
+  constructor(inner: ProcessInstance, facts: PlanFacts, profiles: readonly number[], model: string) {
     this.name = inner.name;
     this.died = inner.died;
     this.#inner = inner;

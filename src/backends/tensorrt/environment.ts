@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidArgError } from '../../core/errors.js';
-import { PYTHON_DIR, ROOT } from '../python/interpreter.js';
+import { PYTHON_DIR, ROOT } from '../runtime/process/python-env.js';
 import type { TensorRTBackendOptions } from './options.js';
 
 /**

@@ -48,6 +48,8 @@ export interface EngineProcessSpec {
   logger: Logger;
   /** The command that installs what the interpreter lacks (said when numpy is missing). */
   setup: string;
+  /** After `-m nereid_python` (the python stub's `--spin-us`). */
+  args?: readonly string[];
 }
 
 /** Starts `python -m nereid_python`; an interpreter without numpy is UNAVAILABLE naming the set-up command. */
@@ -56,7 +58,7 @@ export function startEngineProcess(spec: EngineProcessSpec, signal?: AbortSignal
     {
       kind: spec.kind,
       command: spec.python.executable,
-      args: ['-m', 'nereid_python'],
+      args: ['-m', 'nereid_python', ...(spec.args ?? [])],
       env: spec.python.env,
       shm: {
         prefix: spec.shmPrefix,

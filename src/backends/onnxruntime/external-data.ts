@@ -1,4 +1,4 @@
-import { InvalidArgError } from '../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 
 /**
  * Finds every external-data `location` an ONNX model names, by walking its protobuf wire format (no onnx.proto, no

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildModel, ELEM } from '../../test/fixtures/onnx-builder.js';
-import { externalDataLocations } from './onnx-external-data.js';
+import { buildModel, ELEM } from '../../../test/fixtures/onnx-builder.js';
+import { externalDataLocations } from './external-data.js';
 
 /** Minimal protobuf writer for shapes the test builder cannot make (nested graphs, sparse tensors). */
 const varint = (n: number): number[] => {

@@ -1,8 +1,8 @@
-import type { ModelConfig } from '../../config/model-config.js';
-import { dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
-import { InternalError } from '../../core/errors.js';
-import type { Tensor } from '../../core/tensor.js';
-import type { EngineRequest, EngineResponse } from '../contract.js';
+import type { ModelConfig } from '../../../config/model-config.js';
+import { dataTypeFromConfig, type DataType } from '../../../core/datatypes.js';
+import { InternalError } from '../../../core/errors.js';
+import type { Tensor } from '../../../core/tensor.js';
+import type { EngineRequest, EngineResponse } from '../../contract.js';
 
 /**
  * What a Python model returns, checked against its config before a client sees it: exactly the outputs the
