@@ -17,6 +17,7 @@ import { DATATYPES } from '../src/core/datatypes.js';
 import { tensorrtBackend } from '../src/backends/tensorrt/index.js';
 import { resolveEnvironment } from '../src/backends/tensorrt/environment.js';
 import { backendOptions } from '../src/backends/tensorrt/options.js';
+import { finalizeConfig } from '../src/config/model-config.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string | undefined): string | undefined => {
@@ -67,7 +68,7 @@ const config = await backend.autoComplete({ name, backend: 'tensorrt' }, acx);
 const handle = await backend.load({
   name,
   version: 1,
-  config,
+  config: finalizeConfig(config, name),
   modelDir: dir,
   modelPath: plan,
   backendConfig: {},

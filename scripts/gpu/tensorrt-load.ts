@@ -10,6 +10,7 @@ import { basename, join } from 'node:path';
 import { parseModelConfigOrThrow, printModelConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/core/logger.js';
 import { tensorrtBackend } from '../../src/backends/tensorrt/index.js';
+import { finalizeConfig } from '../../src/config/model-config.js';
 
 const [dir, ...kv] = process.argv.slice(2);
 if (dir === undefined) {
@@ -34,7 +35,7 @@ try {
   const handle = await backend.load({
     name,
     version: 1,
-    config: completed,
+    config: finalizeConfig(completed, name),
     modelDir: dir,
     modelPath,
     backendConfig,

@@ -1,5 +1,11 @@
 import type { ModelSignature, TensorSignature } from './contract.js';
-import type { ConfigDataType, ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
+import {
+  maxBatchOf,
+  type ConfigDataType,
+  type ModelConfig,
+  type ModelInput,
+  type ModelOutput,
+} from '../config/model-config.js';
 import { scheduledInputNames, stateOutputNames } from '../config/sequence-names.js';
 import { DATATYPES, dataTypeFromConfig } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
@@ -49,7 +55,7 @@ export function completeConfig(
   if (opts.autoComplete && !(hasInputs && hasOutputs)) {
     const all = [...sig.inputs, ...sig.outputs];
     const canBatch = all.length > 0 && all.every((t) => t.dims.length > 0 && t.dims[0] === -1);
-    const mbs = config.max_batch_size ?? 0;
+    const mbs = maxBatchOf(config);
     if (canBatch && mbs === 0) {
       config.max_batch_size = opts.defaultMaxBatchSize;
       opts.warn(
@@ -60,7 +66,7 @@ export function completeConfig(
         `model '${modelName}': the model file does not support batching (not every input and output has a dynamic first dim), but config.pbtxt sets max_batch_size: ${mbs}; set max_batch_size: 0`,
       );
     }
-    const batching = (config.max_batch_size ?? 0) > 0;
+    const batching = maxBatchOf(config) > 0;
     // Sequence control and state tensors are the sequence batcher's, not the client's.
     const scheduled = scheduledInputNames(config);
     const states = stateOutputNames(config);
@@ -70,7 +76,7 @@ export function completeConfig(
       config.output = sig.outputs.filter((t) => !states.has(t.name)).map((t) => completeTensor(t, batching));
     // Like Triton's onnxruntime backend, only inside auto-complete: a config that already declares every input
     // and output keeps the scheduler it names (none = no batching).
-    if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching) {
+    if (maxBatchOf(config) > 1 && !config.dynamic_batching && !config.sequence_batching) {
       config.dynamic_batching = {};
     }
   }
@@ -85,7 +91,7 @@ export function checkAgainstModel(
   modelName: string,
   optionalInputs: readonly TensorSignature[] = [],
 ): void {
-  const batching = (config.max_batch_size ?? 0) > 0;
+  const batching = maxBatchOf(config) > 0;
   const side = (kind: 'input' | 'output', cfg: (ModelInput | ModelOutput)[], model: TensorSignature[]): void => {
     const byName = new Map(model.map((t) => [t.name, t]));
     for (const c of cfg) {

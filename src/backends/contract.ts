@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../config/model-config.js';
+import type { ModelConfig, NormalizedConfig } from '../config/model-config.js';
 import type { DataType } from '../core/datatypes.js';
 import type { DeviceMemory, RequestDeviceMemory } from '../core/device.js';
 import type { Parameters } from '../core/inference.js';
@@ -143,8 +143,8 @@ export interface EngineModel {
 export interface EngineLoadContext {
   name: string;
   version: number;
-  /** The final (auto-completed, validated) config. */
-  config: ModelConfig;
+  /** The final (auto-completed, validated) config, its defaults resolved. */
+  config: Readonly<NormalizedConfig>;
   /** `<repo>/<model>` and the model file (or directory) inside `<version>/`. */
   modelDir: string;
   modelPath: string;

@@ -1,5 +1,5 @@
 import { InvalidArgError } from '../core/errors.js';
-import type { ModelConfig } from './model-config.js';
+import { maxBatchOf, type ModelConfig } from './model-config.js';
 
 /**
  * Triton's `optimization { cuda { graph_spec [...] } }`: the shapes a backend captures a CUDA graph for ahead of
@@ -24,7 +24,7 @@ interface RawSpec {
 /** The config's graph specs, checked: batch sizes within max_batch_size, dims positive, inputs declared. */
 export function parseGraphSpecs(config: ModelConfig, where: string): GraphSpec[] {
   const cuda = (config.optimization?.cuda ?? {}) as { graph_spec?: RawSpec[] };
-  const maxBatch = config.max_batch_size ?? 0;
+  const maxBatch = maxBatchOf(config);
   const declared = new Set((config.input ?? []).map((t) => t.name));
   const inputsOf = (w: string, raw: Record<string, unknown> | undefined): Record<string, number[]> => {
     const inputs: Record<string, number[]> = {};

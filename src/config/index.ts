@@ -8,3 +8,4 @@ export { type ParseResult, parseModelConfig, parseModelConfigOrThrow } from './t
 export { printModelConfig } from './text-printer.js';
 export { modelConfigToJson, modelConfigFromJson, readModelConfigJson } from './json.js';
 export { type ValidateOptions, validateModelConfig } from './validate.js';
+export { finalizeConfig, type NormalizedConfig } from './model-config.js';

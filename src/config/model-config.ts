@@ -129,3 +129,38 @@ export interface ModelConfig {
   response_cache?: { enable?: boolean };
   model_metrics?: unknown;
 }
+
+/**
+ * A config after auto-complete and validation, as everything past the loader sees it (engines at load, the spec,
+ * the schedulers): the fields Triton gives a default are resolved, so nobody writes `?? 0` again. Only the
+ * loader makes one (`finalizeConfig`).
+ */
+export interface NormalizedConfig extends ModelConfig {
+  name: string;
+  /** 0: the model does not batch (Triton's default). */
+  max_batch_size: number;
+  input: ModelInput[];
+  output: ModelOutput[];
+  /** Empty: the backend's default group (expanded into instances by the registry). */
+  instance_group: ModelInstanceGroup[];
+}
+
+/** The defaults of NormalizedConfig filled in (a copy: the completed config is never changed in place). */
+export function finalizeConfig(config: ModelConfig, name: string): NormalizedConfig {
+  return {
+    ...config,
+    name: config.name || name,
+    max_batch_size: maxBatchOf(config),
+    input: config.input ?? [],
+    output: config.output ?? [],
+    instance_group: config.instance_group ?? [],
+  };
+}
+
+/**
+ * `max_batch_size` of a config that may not be final yet (auto-complete, validation): unset is 0, Triton's
+ * default. Past the loader, a NormalizedConfig has it resolved.
+ */
+export function maxBatchOf(config: ModelConfig): number {
+  return config.max_batch_size ?? 0;
+}

@@ -5,7 +5,7 @@
  * auto-complete; each message names the field path and says what to change.
  */
 import type { ConfigError } from './config-error.js';
-import type { ModelConfig, ModelInput, ModelOutput } from './model-config.js';
+import { maxBatchOf, type ModelConfig, type ModelInput, type ModelOutput } from './model-config.js';
 
 /** Options for validateModelConfig. */
 export interface ValidateOptions {
@@ -25,7 +25,7 @@ export function validateModelConfig(config: ModelConfig, file: string, options: 
   const errors: ConfigError[] = [];
   const report: Report = (path, message) =>
     errors.push({ file, line: 0, column: 0, path, message: `${path}: ${message}` });
-  const maxBatch = config.max_batch_size ?? 0;
+  const maxBatch = maxBatchOf(config);
 
   if (config.name !== undefined && options.modelName !== undefined && config.name !== options.modelName) {
     report(

@@ -3,7 +3,12 @@ import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
-import { configErrorsToException, parseModelConfigOrThrow, validateModelConfig } from '../config/index.js';
+import {
+  configErrorsToException,
+  finalizeConfig,
+  parseModelConfigOrThrow,
+  validateModelConfig,
+} from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
@@ -119,7 +124,10 @@ async function loadEnsemble(model: Model, config: ModelConfig, selected: number[
   if (problems.length > 0) throw configErrorsToException(problems);
   deps.registry.checkSections(config, ENSEMBLE_DESCRIPTOR, name);
   const graph = await prepareEnsemble(config, deps);
-  model.spec = resolveSpec(config, { labels: await readLabels(model.dir, config), ensemble: graph });
+  model.spec = resolveSpec(finalizeConfig(config, name), {
+    labels: await readLabels(model.dir, config),
+    ensemble: graph,
+  });
   for (const v of selected) {
     model.versions.set(v, {
       version: v,
@@ -147,7 +155,7 @@ async function loadBackendModel(
   const backendConfig = deps.backendConfig.get(backend.name) ?? {};
   const latestPath = join(dir, String(selected[selected.length - 1]), fileName);
   await assertExists(latestPath, name);
-  const config = await backend.autoComplete(normalized, {
+  const completed = await backend.autoComplete(normalized, {
     modelName: name,
     modelPath: latestPath,
     backendConfig,
@@ -155,8 +163,9 @@ async function loadBackendModel(
     logger: log,
     signal,
   });
-  const problems = validateModelConfig(config, `${name}/config.pbtxt`, { modelName: name });
+  const problems = validateModelConfig(completed, `${name}/config.pbtxt`, { modelName: name });
   if (problems.length > 0) throw configErrorsToException(problems);
+  const config = finalizeConfig(completed, name);
   deps.registry.checkSections(config, backend, name);
   const specs = deps.registry.expandInstances(config, name, backend);
   model.spec = resolveSpec(config, {
@@ -207,7 +216,7 @@ async function loadVersion(
       {
         name: model.name,
         version: entry.version,
-        config: spec.config as ModelConfig,
+        config: spec.config,
         modelDir: model.dir,
         modelPath,
         backendConfig: plan.backendConfig,
@@ -228,7 +237,7 @@ async function loadVersion(
     }
     entry.pool.on({ health: (h) => deps.onHealth(model, entry, h) });
     entry.scheduler = createScheduler(
-      spec.config as ModelConfig,
+      spec.config,
       { stats: entry.stats, maxBatchSize: spec.maxBatchSize, pool: entry.pool, logger },
       { sequence: spec.sequence },
     );

@@ -1,6 +1,6 @@
 import type { Backend } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
-import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
+import { maxBatchOf, type ModelConfig, type ModelInstanceGroup } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
 
 /** Triton's platform name for ensembles. */
@@ -68,7 +68,7 @@ export function normalizeConfig(
   }
   if (!config.platform && platform) config.platform = platform;
   config.version_policy ??= { latest: { num_versions: 1 } };
-  if ((config.max_batch_size ?? 0) < 0) {
+  if (maxBatchOf(config) < 0) {
     throw new InvalidArgError(`model '${modelName}': max_batch_size must be >= 0, got ${config.max_batch_size}`);
   }
   config.max_batch_size ??= 0;

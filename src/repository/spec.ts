@@ -1,4 +1,4 @@
-import type { ModelConfig, ModelInput, ModelOutput } from '../config/model-config.js';
+import type { ModelInput, ModelOutput, NormalizedConfig } from '../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
 import type { EnsembleGraph } from '../scheduler/ensemble/graph.js';
@@ -25,7 +25,7 @@ export interface TensorSpec {
 export interface ModelSpec {
   readonly name: string;
   /** The final config, frozen (the /config answer). */
-  readonly config: Readonly<ModelConfig>;
+  readonly config: Readonly<NormalizedConfig>;
   readonly platform: string;
   readonly backend: string;
   /** 0 when the model does not batch. */
@@ -68,11 +68,11 @@ function tensorSpec(t: ModelInput | ModelOutput, batching: boolean, kind: string
   });
 }
 
-export function resolveSpec(config: ModelConfig, extras: SpecExtras): ModelSpec {
-  const maxBatchSize = config.max_batch_size ?? 0;
+export function resolveSpec(config: NormalizedConfig, extras: SpecExtras): ModelSpec {
+  const maxBatchSize = config.max_batch_size;
   const batching = maxBatchSize > 0;
-  const inputs = new Map((config.input ?? []).map((t) => [t.name as string, tensorSpec(t, batching, 'input')]));
-  const outputs = new Map((config.output ?? []).map((t) => [t.name as string, tensorSpec(t, batching, 'output')]));
+  const inputs = new Map(config.input.map((t) => [t.name as string, tensorSpec(t, batching, 'input')]));
+  const outputs = new Map(config.output.map((t) => [t.name as string, tensorSpec(t, batching, 'output')]));
   return Object.freeze({
     name: config.name as string,
     config: Object.freeze(config),

@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EngineRequest, Instance } from '../backends/contract.js';
-import type { ModelConfig } from '../config/model-config.js';
+import type { NormalizedConfig } from '../config/model-config.js';
 import { DATATYPES, dataTypeFromConfig, type DataType } from '../core/datatypes.js';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import { decodeBytes, viewFixed, type Tensor, type TensorData } from '../core/tensor.js';
@@ -40,9 +40,9 @@ type Obj = Record<string, unknown>;
 const asObj = (v: unknown): Obj => (typeof v === 'object' && v !== null ? (v as Obj) : {});
 
 /** Resolves `config.model_warmup` and reads its data files; every problem is a load error naming the sample. */
-export async function loadWarmupSamples(config: ModelConfig, modelDir: string): Promise<WarmupSample[]> {
-  const batching = (config.max_batch_size ?? 0) > 0;
-  const known = new Map((config.input ?? []).map((i) => [i.name as string, i.data_type]));
+export async function loadWarmupSamples(config: NormalizedConfig, modelDir: string): Promise<WarmupSample[]> {
+  const batching = config.max_batch_size > 0;
+  const known = new Map(config.input.map((i) => [i.name as string, i.data_type]));
   const scheduled = scheduledInputNames(config);
   const samples: WarmupSample[] = [];
   for (const raw of (config.model_warmup ?? []) as Obj[]) {

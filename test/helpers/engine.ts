@@ -2,6 +2,7 @@ import type { Backend, EngineResponse, Instance, InstanceSpec, ModelHandle } fro
 import type { ModelConfig } from '../../src/config/model-config.js';
 import { noopLogger } from '../../src/core/logger.js';
 import type { Tensor } from '../../src/core/tensor.js';
+import { finalizeConfig } from '../../src/config/model-config.js';
 
 /** Direct use of a backend in unit tests: load a model, create instances, run one request at a time. */
 
@@ -36,7 +37,7 @@ export async function loadForTest(
   const handle = await backend.load({
     name,
     version: 1,
-    config: opts.config ?? {},
+    config: finalizeConfig(opts.config ?? {}, name),
     modelDir: opts.modelDir ?? '',
     modelPath: opts.modelPath,
     backendConfig: opts.backendConfig ?? {},

@@ -15,6 +15,7 @@ import type {
 } from '../../src/backends/contract.js';
 import { pythonBackend, type PythonBackend } from '../../src/backends/python/index.js';
 import type { ModelCaller } from '../../src/backends/python/bls.js';
+import { finalizeConfig } from '../../src/config/model-config.js';
 
 /** Test models of the python backend (test/fixtures/python) and the example add_sub, loaded straight through the
  * backend (no server): what the runtime will do, in a few lines. */
@@ -52,7 +53,7 @@ export async function loadPython(
   const handle = await backend.load({
     name,
     version: 1,
-    config,
+    config: finalizeConfig(config, name),
     modelDir: dir,
     modelPath: join(dir, '1', 'model.py'),
     backendConfig: opts.backendConfig ?? {},

@@ -17,6 +17,7 @@ import type {
   Responder,
 } from '../../src/backends/contract.js';
 import { tensorrtBackend } from '../../src/backends/tensorrt/index.js';
+import { finalizeConfig } from '../../src/config/model-config.js';
 
 /**
  * Plans for the TEST DOUBLE of TensorRT (test/fixtures/tensorrt/double: JSON plans, host memory as device
@@ -189,7 +190,7 @@ export async function loadTrt(
   const handle = await backend.load({
     name: completed.name ?? 'm',
     version: 1,
-    config: completed,
+    config: finalizeConfig(completed, completed.name ?? 'm'),
     modelDir: dir,
     modelPath: planPath,
     backendConfig: opts.backendConfig ?? {},

@@ -366,7 +366,7 @@ export function onnxruntimeCapiAdapter(
         modelFile,
         lease,
         logSeverity,
-        batching: (ctx.config.max_batch_size ?? 0) > 0,
+        batching: ctx.config.max_batch_size > 0,
         ragged,
         logger,
         optimizedModelPrefix: ctx.optimizedModelPrefix,

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
-import type { ModelConfig } from '../../config/model-config.js';
+import { maxBatchOf, type ModelConfig } from '../../config/model-config.js';
 import { ALL_DATATYPES } from '../../core/datatypes.js';
 import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
@@ -147,7 +147,7 @@ function modelDirOf(modelPath: string): string {
  */
 function completedBy(config: ModelConfig, done: ModelConfig): ModelConfig {
   const out: ModelConfig = { ...config };
-  if ((done.max_batch_size ?? 0) !== (config.max_batch_size ?? 0)) out.max_batch_size = done.max_batch_size;
+  if (maxBatchOf(done) !== maxBatchOf(config)) out.max_batch_size = done.max_batch_size;
   if ((done.input?.length ?? 0) > 0) out.input = done.input;
   if ((done.output?.length ?? 0) > 0) out.output = done.output;
   if (done.dynamic_batching !== undefined) out.dynamic_batching = done.dynamic_batching;

@@ -1,4 +1,4 @@
-import type { ModelConfig, ModelInput, ModelOutput } from '../../config/model-config.js';
+import type { ModelConfig, ModelInput, ModelOutput, NormalizedConfig } from '../../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
 import { InvalidArgError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
@@ -128,15 +128,15 @@ interface IoSpec {
 }
 
 /** What the engine needs of the config: inputs and outputs (datatype, dims as the model sees them). */
-function ioOf(config: ModelConfig): { inputs: IoSpec[]; outputs: IoSpec[]; max_batch_size: number } {
+function ioOf(config: NormalizedConfig): { inputs: IoSpec[]; outputs: IoSpec[]; max_batch_size: number } {
   const spec = (t: ModelInput | ModelOutput): IoSpec => ({
     name: t.name ?? '',
     datatype: dataTypeFromConfig(t.data_type ?? 'TYPE_INVALID') ?? 'INVALID',
     dims: (t.reshape ? (t.reshape.shape ?? []) : (t.dims ?? [])).map(Number),
   });
   return {
-    inputs: (config.input ?? []).map(spec),
-    outputs: (config.output ?? []).map(spec),
-    max_batch_size: config.max_batch_size ?? 0,
+    inputs: config.input.map(spec),
+    outputs: config.output.map(spec),
+    max_batch_size: config.max_batch_size,
   };
 }

@@ -6,6 +6,7 @@ import type { EngineInstance, Instance, InstanceSpec } from '../contract.js';
 import { EngineFault } from './fault.js';
 import { inProcessBackend } from './inprocess.js';
 import { InstancePool, type PoolHealth } from './pool.js';
+import { finalizeConfig } from '../../config/model-config.js';
 
 /** Test double of an engine instance whose execute faults on demand (a sticky engine error). */
 class FaultyEngine implements EngineInstance {
@@ -49,7 +50,7 @@ async function pool(opts: { failCreate?: () => boolean } = {}) {
   const handle = await backend.load({
     name: 'm',
     version: 1,
-    config: {},
+    config: finalizeConfig({}, 'm'),
     modelDir: '',
     modelPath: '',
     backendConfig: {},

@@ -148,7 +148,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
                 plan: ctx.modelPath,
                 device: String(spec.device),
                 profiles: JSON.stringify(profilesOf(spec)),
-                max_batch_size: String(ctx.config.max_batch_size ?? 0),
+                max_batch_size: String(ctx.config.max_batch_size),
                 instance_name: spec.name,
                 options,
               },

@@ -1,4 +1,4 @@
-import type { ModelConfig, ModelInput, ModelOutput } from '../../config/model-config.js';
+import { maxBatchOf, type ModelConfig, type ModelInput, type ModelOutput } from '../../config/model-config.js';
 import { DATATYPES, dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 
@@ -165,7 +165,7 @@ export function completeFromPlan(
     if (supported > 0) warn(`the dims in the config of model '${model}' imply that batching is off (max_batch_size 0)`);
     supported = 0;
   }
-  const mbs = config.max_batch_size ?? 0;
+  const mbs = maxBatchOf(config);
   if (mbs === 0) {
     config.max_batch_size = supported;
   } else if (mbs > supported) {
@@ -173,8 +173,8 @@ export function completeFromPlan(
       `model '${model}': config.pbtxt sets max_batch_size ${mbs}, but the plan's optimization profile(s) ${usedProfiles(config, facts, model).join(', ')} support at most ${supported}`,
     );
   }
-  const batching = (config.max_batch_size ?? 0) > 0;
-  if ((config.max_batch_size ?? 0) > 1 && !config.dynamic_batching && !config.sequence_batching) {
+  const batching = maxBatchOf(config) > 0;
+  if (maxBatchOf(config) > 1 && !config.dynamic_batching && !config.sequence_batching) {
     config.dynamic_batching = {};
   }
   config.input = fillIO(config.input, inputs, batching) as ModelInput[];
@@ -209,7 +209,7 @@ function fillIO(
  */
 export function checkAgainstPlan(config: ModelConfig, facts: PlanFacts, model: string): void {
   checkServable(facts, model);
-  const batching = (config.max_batch_size ?? 0) > 0;
+  const batching = maxBatchOf(config) > 0;
   const side = (kind: 'input' | 'output', declared: (ModelInput | ModelOutput)[], plan: PlanTensor[]): void => {
     const byName = new Map(plan.map((t) => [t.name, t]));
     for (const c of declared) {
@@ -252,7 +252,7 @@ export function checkAgainstPlan(config: ModelConfig, facts: PlanFacts, model: s
     for (const [i, g] of (config.instance_group ?? []).entries()) {
       const profiles = instanceProfiles(g.profile ?? [], facts, `model '${model}': instance_group[${i}]`);
       const most = maxBatchOfProfiles(facts, profiles);
-      if ((config.max_batch_size ?? 0) > most) {
+      if (maxBatchOf(config) > most) {
         throw new InvalidArgError(
           `model '${model}': max_batch_size ${config.max_batch_size} exceeds what instance_group[${i}]'s profile(s) ${profiles.join(', ')} support (${most}); lower max_batch_size or list a profile with a larger batch`,
         );

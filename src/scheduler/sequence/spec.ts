@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ModelConfig } from '../../config/model-config.js';
+import type { ModelConfig, NormalizedConfig } from '../../config/model-config.js';
 import { DATATYPES, dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { decodeBytes, viewFixed, type TensorData } from '../../core/tensor.js';
@@ -84,10 +84,10 @@ const num = (v: unknown, d = 0): number => (typeof v === 'number' ? v : d);
 const CORRID_TYPES: readonly CorrIdType[] = ['UINT64', 'INT64', 'UINT32', 'INT32', 'BYTES'];
 
 /** Resolves `config.sequence_batching`; reads initial-state files from `<modelDir>/initial_state/`. */
-export async function loadSequenceSpec(config: ModelConfig, modelDir: string): Promise<SequenceSpec> {
-  const model = config.name ?? '';
+export async function loadSequenceSpec(config: NormalizedConfig, modelDir: string): Promise<SequenceSpec> {
+  const model = config.name;
   const sb = asObj(config.sequence_batching);
-  const maxBatchSize = config.max_batch_size ?? 0;
+  const maxBatchSize = config.max_batch_size;
   if (sb.iterative_sequence === true) {
     throw new UnsupportedError(
       `model '${model}': sequence_batching.iterative_sequence is not supported by Nereid yet; remove it`,

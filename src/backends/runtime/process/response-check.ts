@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../../../config/model-config.js';
+import type { NormalizedConfig } from '../../../config/model-config.js';
 import { dataTypeFromConfig, type DataType } from '../../../core/datatypes.js';
 import { InternalError } from '../../../core/errors.js';
 import type { Tensor } from '../../../core/tensor.js';
@@ -20,12 +20,12 @@ interface OutputSpec {
 }
 
 export function responseChecker(
-  config: ModelConfig,
+  config: Readonly<NormalizedConfig>,
   instanceName: string,
 ): (request: EngineRequest, response: EngineResponse) => EngineResponse {
-  const batching = (config.max_batch_size ?? 0) > 0;
+  const batching = config.max_batch_size > 0;
   const specs = new Map<string, OutputSpec>();
-  for (const o of config.output ?? []) {
+  for (const o of config.output) {
     const dims = (o.dims ?? []).map(Number);
     const reshape = o.reshape ? (o.reshape.shape ?? []).map(Number) : undefined;
     specs.set(o.name ?? '', {
