@@ -5,6 +5,7 @@ import { noopLogger, type Logger } from '../../core/logger.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
+import { answerClientError } from './client-error.js';
 import { CORE_HANDLERS } from './handlers.js';
 import { sendError, sendJson } from './respond.js';
 import { buildRoutes, dispatch, type Route } from './routes.js';
@@ -115,15 +116,20 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   const routes = [...(opts.routes ?? []), ...buildRoutes(CORE_HANDLERS)];
   const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
 
-  // Open connections, with how many requests each has in progress and when it last finished one (for the drain).
-  const connections = new Map<Socket, { active: number; idleSince: number }>();
+  // Open connections, with how many requests each has in progress and when it last finished one (for the drain), and
+  // its latest response (a parse error may be answered only while that one has written nothing).
+  const connections = new Map<Socket, { active: number; idleSince: number; last?: ServerResponse }>();
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const conn = connections.get(req.socket);
-    if (conn) conn.active++;
+    if (conn) {
+      conn.active++;
+      conn.last = res;
+    }
     res.once('close', () => {
       if (!conn) return;
       conn.active--;
       conn.idleSince = Date.now();
+      if (conn.last === res) conn.last = undefined;
     });
     const refused = opts.refuse?.(req);
     (refused === undefined
@@ -177,6 +183,10 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     socket.once('close', () => connections.delete(socket));
   });
   server.on('drop', dropped);
+  // Requests the parser refused (malformed, timed out): Node's answers, and one with a reason (client-error.ts).
+  server.on('clientError', (err: Error, socket: Socket) =>
+    answerClientError(err, socket, connections.get(socket)?.last?.headersSent === true),
+  );
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
