@@ -40,6 +40,30 @@ describe('code in load requests', () => {
     assert.equal(codeInLoadRequest({ backend: 'custom' }, files('1/weights.bin'), B), undefined);
   });
 
+  it('REGRESSION a versioned shared library (file:1/libx.so.1) counts as code', () => {
+    for (const f of ['1/libx.so.1', '1/libx.so.1.2.3', '1/LIBX.SO.10'])
+      assert.equal(codeInLoadRequest(undefined, files(f), B), `file:${f}`);
+    assert.equal(codeInLoadRequest(undefined, files('1/model.solid'), B), undefined);
+  });
+
+  it('REGRESSION accelerator options naming library or cache paths count as code', () => {
+    const gpu = (parameters: Record<string, string>) => ({
+      optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'tensorrt', parameters }] } },
+    });
+    for (const key of ['trt_extra_plugin_lib_paths', 'trt_engine_cache_path', 'trt_timing_cache_path']) {
+      assert.match(codeInLoadRequest(gpu({ [key]: '/tmp/x' }), files(), B) ?? '', new RegExp(`parameter ${key}`));
+    }
+    const openvino = {
+      optimization: {
+        execution_accelerators: {
+          cpu_execution_accelerator: [{ name: 'openvino', parameters: { cache_dir: '/tmp' } }],
+        },
+      },
+    };
+    assert.match(codeInLoadRequest(openvino, files(), B) ?? '', /'openvino' parameter cache_dir/);
+    assert.equal(codeInLoadRequest(gpu({ precision_mode: 'FP16' }), files(), B), undefined);
+  });
+
   it('lets ONNX files and plain configs through', () => {
     assert.equal(codeInLoadRequest({ backend: 'onnxruntime' }, files('1/model.onnx'), B), undefined);
     assert.equal(codeInLoadRequest({ backend: 'python', max_batch_size: 4 }, files(), B), undefined);

@@ -18,9 +18,10 @@ const KEYS = ['sequence_id', 'sequence_start', 'sequence_end'] as const;
 
 function correlationId(v: unknown): bigint | string | undefined {
   if (typeof v === 'string') return v === '' ? undefined : v;
-  // gRPC carries it as int64: a negative value is the two's complement of a uint64 id (Triton reads it so).
-  if (typeof v === 'bigint') return v === 0n ? undefined : BigInt.asUintN(64, v);
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return v === 0 ? undefined : BigInt.asUintN(64, BigInt(v));
+  // A negative id is refused on both protocols (gRPC carries it as int64): read as the two's complement of a uint64
+  // it named a different sequence than the client wrote (-1 became 18446744073709551615).
+  if (typeof v === 'bigint' && v >= 0n && v < 2n ** 64n) return v === 0n ? undefined : v;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v === 0 ? undefined : BigInt(v);
   throw new InvalidArgError(
     `parameter 'sequence_id' must be an unsigned integer or a string, got ${JSON.stringify(String(v))}`,
   );

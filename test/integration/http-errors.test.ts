@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { startNereid, type TestServer } from '../helpers/server.js';
@@ -314,5 +315,38 @@ describe('HTTP bad input (real server, --http-max-input-size 256 KiB)', () => {
       assert.equal(r.status, 400);
       assert.match(r.body.toString(), /exceeds maximum of 65536 non-empty chunks/);
     }
+  });
+
+  it('REGRESSION Transfer-Encoding with Content-Length - a 400 that says why, then the connection closes', async () => {
+    // What Python's requests sends when a caller sets Content-Length and frames the chunks itself. Node's parser
+    // answered an empty 400; RFC 9112 §6.1 lets a server refuse it, and requires closing the connection.
+    const json = JSON.stringify(good());
+    const chunked = `${json.length.toString(16)}\r\n${json}\r\n0\r\n\r\n`;
+    const reply = await new Promise<string>((resolve, reject) => {
+      const sock = connect(server.httpPort as number, '127.0.0.1');
+      let text = '';
+      sock.on('data', (d: Buffer) => (text += d.toString('utf8')));
+      sock.on('error', reject);
+      // Resolves only when the server closes its side: the test would time out on a kept-alive connection.
+      sock.on('close', () => resolve(text));
+      sock.write(
+        `POST ${infer} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${json.length}\r\nTransfer-Encoding: chunked\r\n\r\n${chunked}`,
+      );
+    });
+    assert.match(reply, /^HTTP\/1\.1 400 /);
+    assert.match(reply, /\r\nConnection: close\r\n/i);
+    const body = JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)) as { error: string };
+    assert.match(body.error, /both Transfer-Encoding and Content-Length/);
+    // Node's other parse errors keep Node's answers.
+    const garbage = await new Promise<string>((resolve) => {
+      const sock = connect(server.httpPort as number, '127.0.0.1');
+      let text = '';
+      sock.on('data', (d: Buffer) => (text += d.toString('latin1')));
+      sock.on('error', () => undefined);
+      sock.on('close', () => resolve(text));
+      sock.write('GARBAGE\r\n\r\n');
+    });
+    assert.equal(garbage, 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
   });
 });

@@ -102,6 +102,30 @@ describe('Load requests stay inside the model folder', () => {
     }
   });
 
+  it('REGRESSION file:1/libx.so.1 and accelerator library/cache paths in a load request - refused as code', async () => {
+    const base = { name: 'simple', platform: 'onnxruntime_onnx', max_batch_size: 8 };
+    const trt = (parameters: Record<string, string>) => ({
+      ...base,
+      optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'tensorrt', parameters }] } },
+    });
+    const requests: [Record<string, string>, RegExp][] = [
+      [
+        { config: JSON.stringify(base), 'file:1/libx.so.1': Buffer.from('x').toString('base64') },
+        /file:1\/libx\.so\.1/,
+      ],
+      [{ config: JSON.stringify(trt({ trt_extra_plugin_lib_paths: '/tmp/evil.so' })) }, /trt_extra_plugin_lib_paths/],
+      [{ config: JSON.stringify(trt({ trt_engine_cache_path: '/tmp/cache' })) }, /trt_engine_cache_path/],
+    ];
+    for (const [parameters, what] of requests) {
+      const res = await post(`${s.url}/v2/repository/models/simple/load`, { parameters });
+      assert.equal(res.status, 400, JSON.stringify(parameters));
+      const error = await errorOf(res);
+      assert.match(error, /carries code/);
+      assert.match(error, what);
+      assert.match(error, /--allow-code-in-load-requests/);
+    }
+  });
+
   it('BAD CALL - warm-up files, op libraries and backend/runtime library paths are refused', async () => {
     const base = { name: 'simple', platform: 'onnxruntime_onnx', max_batch_size: 8 };
     const cases: [object, RegExp][] = [

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
-import { overridableModel, writeModel } from '../fixtures/onnx-builder.js';
+import { overridableModel, symbolicOverridableModel, writeModel } from '../fixtures/onnx-builder.js';
 import { callUnary, fp32Bytes, fp32Of, inferenceClient } from '../helpers/grpc.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 
@@ -22,6 +22,9 @@ const MODELS: Record<string, string> = {
     input [ ${f32('A', '[ 2 ]')}, ${f32('B', '[ 2 ]', true)} ] output [ ${f32('Y', '[ 2 ]')} ]`,
   // Auto-complete: B is not added to the inputs (only declared initializers become inputs).
   auto: `backend: "onnxruntime" max_batch_size: 0`,
+  // B's graph input is declared ["d1"] (dynamic for onnxruntime) and its initializer has shape [1].
+  symbolic: `backend: "onnxruntime" max_batch_size: 0
+    input [ ${f32('A', '[ -1 ]')}, ${f32('B', '[ -1 ]', true)} ] output [ ${f32('Y', '[ -1 ]')} ]`,
   undeclared: `backend: "onnxruntime" max_batch_size: 0 input [ ${f32('A', '[ 2 ]')} ] output [ ${f32('Y', '[ 2 ]')} ]`,
   echo: `backend: "identity" max_batch_size: 4 instance_group [{ count: 1 kind: KIND_CPU }]
     input [ ${f32('INPUT0', '[ 1 ]')}, ${f32('INPUT1', '[ 1 ]', true)} ]
@@ -65,7 +68,8 @@ describe('optional inputs', () => {
     for (const [name, config] of Object.entries(MODELS)) {
       await mkdir(join(repo, name, '1'), { recursive: true });
       await writeFile(join(repo, name, 'config.pbtxt'), config);
-      if (config.includes('onnxruntime')) await writeModel(join(repo, name, '1', 'model.onnx'), overridableModel());
+      const graph = name === 'symbolic' ? symbolicOverridableModel() : overridableModel();
+      if (config.includes('onnxruntime')) await writeModel(join(repo, name, '1', 'model.onnx'), graph);
     }
     s = await startNereid({ repositories: [repo] });
     client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
@@ -99,6 +103,26 @@ describe('optional inputs', () => {
       raw_input_contents: [fp32Bytes([5, 6]), fp32Bytes([-5, -6])],
     });
     assert.deepEqual(fp32Of(r2.raw_output_contents[0]), [0, 0]);
+  });
+
+  it("REGRESSION an initializer-backed input with a symbolic dim - loads with the graph input's type (HTTP, gRPC)", async () => {
+    // Nereid compared the initializer's shape [1] with the config's [-1] and failed the load.
+    const ready = await fetch(`${s.url}/v2/models/symbolic/ready`);
+    assert.equal(ready.status, 200);
+    const meta = (await (await fetch(`${s.url}/v2/models/symbolic`)).json()) as { inputs: { shape: number[] }[] };
+    assert.deepEqual(meta.inputs[1].shape, [-1]);
+    const without = await infer(s.url, 'symbolic', { A: [1, 2, 3] });
+    assert.equal(without.status, 200, JSON.stringify(without.body));
+    assert.deepEqual(without.body.outputs?.[0].data, [11, 12, 13]);
+    const withB = await infer(s.url, 'symbolic', { A: [1, 2, 3], B: [1, 1, 1] });
+    assert.deepEqual(withB.body.outputs?.[0].data, [2, 3, 4]);
+    type GrpcReply = { raw_output_contents: Buffer[] };
+    const r = await callUnary<GrpcReply>(client, 'ModelInfer', {
+      model_name: 'symbolic',
+      inputs: [{ name: 'A', datatype: 'FP32', shape: [2] }],
+      raw_input_contents: [fp32Bytes([5, 6])],
+    });
+    assert.deepEqual(fp32Of(r.raw_output_contents[0]), [15, 16]);
   });
 
   it('auto-complete leaves initializer-backed inputs out; a config that does not declare them refuses them', async () => {

@@ -351,6 +351,13 @@ describe('sequence batcher', () => {
         /'sequence_id' must be an unsigned integer or a string/,
       ],
       [
+        'REGRESSION sequence_id -1 was accepted',
+        'slots',
+        1,
+        { sequence_id: -1, sequence_start: true },
+        `parameter 'sequence_id' must be an unsigned integer or a string, got "-1"`,
+      ],
+      [
         'a control input sent by the client',
         'slots',
         1,
@@ -443,6 +450,14 @@ describe('sequence batcher', () => {
       await assert.rejects(
         callUnary(client, 'ModelInfer', request('acc', 1, { sequence_id: { bool_param: true } })),
         (e: grpc.ServiceError) => e.code === 3 && /expected int64_param or string_param/.test(e.details),
+      );
+    });
+
+    it('REGRESSION BAD REQUEST - sequence_id -1 was accepted (as 2^64-1): INVALID_ARGUMENT', async () => {
+      await assert.rejects(
+        callUnary(client, 'ModelInfer', request('acc', 1, seqParams(-1, true, true, 'int64_param'))),
+        (e: grpc.ServiceError) =>
+          e.code === 3 && /parameter 'sequence_id' must be an unsigned integer or a string, got "-1"/.test(e.details),
       );
     });
   });

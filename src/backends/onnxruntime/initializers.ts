@@ -205,13 +205,10 @@ function graphOf(buf: Uint8Array): Field {
 
 /** Graph input names that also have an initializer, with their initializer fields. */
 function overridableFields(buf: Uint8Array, graph: Field): Map<string, Field> {
-  const inputs = new Set<string>();
+  const inputs = graphInputs(buf, graph);
   const inits = new Map<string, Field>();
   for (const f of fields(buf, graph.value, graph.end)) {
-    if (f.no === 11 && f.wire === 2) {
-      const n = [...fields(buf, f.value, f.end)].find((x) => x.no === 1);
-      if (n) inputs.add(text(buf, n));
-    } else if (f.no === 5 && f.wire === 2) {
+    if (f.no === 5 && f.wire === 2) {
       const n = [...fields(buf, f.value, f.end)].find((x) => x.no === 8);
       if (n) inits.set(text(buf, n), f);
     }
@@ -220,10 +217,55 @@ function overridableFields(buf: Uint8Array, graph: Field): Map<string, Field> {
   return inits;
 }
 
-/** The signatures of the model's overridable initializers (graph inputs with a default). */
+/** GraphProto.input (11): ValueInfoProto fields by name (1). */
+function graphInputs(buf: Uint8Array, graph: Field): Map<string, Field> {
+  const inputs = new Map<string, Field>();
+  for (const f of fields(buf, graph.value, graph.end)) {
+    if (f.no !== 11 || f.wire !== 2) continue;
+    const n = [...fields(buf, f.value, f.end)].find((x) => x.no === 1);
+    if (n) inputs.set(text(buf, n), f);
+  }
+  return inputs;
+}
+
+/** The one sub-message `no` of [from, to), or undefined. */
+const child = (buf: Uint8Array, from: number, to: number, no: number): Field | undefined =>
+  [...fields(buf, from, to)].find((x) => x.no === no && x.wire === 2);
+
+/**
+ * A graph input's declared tensor type: ValueInfoProto.type (2) → TypeProto.tensor_type (1) → elem_type (1) and
+ * shape (2) → TensorShapeProto.dim (1) → dim_value (1) or dim_param (2). A symbolic or unknown dim is -1, as
+ * onnxruntime reports it; a missing elem_type or shape is undefined (the initializer's then stands).
+ */
+function declaredType(buf: Uint8Array, input: Field): { elem?: number; dims?: number[] } {
+  const type = child(buf, input.value, input.end, 2);
+  const tensor = type && child(buf, type.value, type.end, 1);
+  if (tensor === undefined) return {};
+  const parts = [...fields(buf, tensor.value, tensor.end)];
+  const elem = parts.find((x) => x.no === 1 && x.wire === 0)?.value;
+  const shape = parts.find((x) => x.no === 2 && x.wire === 2);
+  const dims = shape
+    ? [...fields(buf, shape.value, shape.end)]
+        .filter((d) => d.no === 1 && d.wire === 2)
+        .map((d) => [...fields(buf, d.value, d.end)].find((x) => x.no === 1 && x.wire === 0)?.value ?? -1)
+    : undefined;
+  return { elem, dims };
+}
+
+/**
+ * The signatures of the model's overridable initializers (graph inputs with a default): the graph input's declared
+ * type, as onnxruntime reports it (an input declared ["d1"] with a [1] initializer is [-1]); the initializer's
+ * type and dims only where the graph input declares none.
+ */
 export function overridableSignatures(buf: Uint8Array, modelName: string): TensorSignature[] {
   const graph = graphOf(buf);
-  return [...overridableFields(buf, graph).values()].map((f) => tensorOf(buf, f, modelName).signature);
+  const inputs = graphInputs(buf, graph);
+  return [...overridableFields(buf, graph)].map(([name, f]) => {
+    const init = tensorOf(buf, f, modelName).signature;
+    const declared = declaredType(buf, inputs.get(name) as Field);
+    const datatype = declared.elem === undefined ? undefined : ONNX_TYPES[declared.elem];
+    return { name, datatype: datatype ?? init.datatype, dims: declared.dims ?? init.dims };
+  });
 }
 
 function encodeVarint(n: number): number[] {

@@ -6,6 +6,7 @@ import type { InferenceServerApi } from '../../server/api.js';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
 import { streamLimits } from '../kserve/stream-budget.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
+import { answerClientError } from './client-error.js';
 import { CORE_HANDLERS } from './handlers.js';
 import { sendError, sendJson } from './respond.js';
 import { buildRoutes, dispatch, type Route } from './routes.js';
@@ -103,6 +104,8 @@ interface Connection {
   idleSince: number;
   /** Its response was already under way when the drain began: the connection is closed once that one is done. */
   closeAfter: boolean;
+  /** Its latest response, while in progress. */
+  last?: ServerResponse;
 }
 
 function positive(name: string, v: number): number {
@@ -136,12 +139,14 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     maxResponsePoolSize: 256,
   });
 
-  // Open connections, with their responses in progress and when each last finished one (for the drain).
+  // Open connections, with their responses in progress and when each last finished one (for the drain), and its
+  // latest response (a parse error may be answered only while that one has written nothing).
   const connections = new Map<Socket, Connection>();
   let draining = false;
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const conn = connections.get(req.socket);
     conn?.responses.add(res);
+    if (conn) conn.last = res;
     // During the drain every response says `Connection: close` and closes its connection once sent, so a client
     // in a keep-alive loop does not keep the drain going until the exit timeout (issue 22, item 8).
     if (draining) res.shouldKeepAlive = false;
@@ -149,6 +154,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
       if (!conn) return;
       conn.responses.delete(res);
       conn.idleSince = Date.now();
+      if (conn.last === res) conn.last = undefined;
       if (conn.closeAfter && conn.responses.size === 0) req.socket.end();
     });
     const refused = opts.refuse?.(req);
@@ -203,6 +209,10 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     socket.once('close', () => connections.delete(socket));
   });
   server.on('drop', dropped);
+  // Requests the parser refused (malformed, timed out): Node's answers, and one with a reason (client-error.ts).
+  server.on('clientError', (err: Error, socket: Socket) =>
+    answerClientError(err, socket, connections.get(socket)?.last?.headersSent === true),
+  );
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
