@@ -83,6 +83,16 @@ describe('python backend through the server', () => {
     assert.ok(stats.model_stats[0].inference_count >= 4, 'BLS calls are counted as add_sub inferences');
   });
 
+  it("REGRESSION a BLS call past its timeout fails as Triton's: UNAVAILABLE 'Request timeout expired', not CANCELLED", async () => {
+    const { status, body } = await infer(s.url, 'bls', {
+      parameters: { timeout_us: 200_000 },
+      inputs: [{ name: 'MODEL_NAME', datatype: 'BYTES', shape: [1], data: ['slow_add_sub'] }, ...addSubBody.inputs],
+    });
+    assert.notEqual(status, 200);
+    assert.match(body.error ?? '', /Request timeout expired/);
+    assert.doesNotMatch(body.error ?? '', /cancelled/);
+  });
+
   it('runs BLS calls to a decoupled model (exec(decoupled=True) iterates its responses)', async () => {
     const { status, body } = await infer(s.url, 'bls_decoupled', {
       inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [3] }],

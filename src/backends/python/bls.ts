@@ -94,8 +94,11 @@ async function run(
     );
     return;
   }
+  // The BLS request's own timeout: past it the call fails as Triton's does (UNAVAILABLE "Request timeout expired"),
+  // not as a cancellation, whatever the scheduler was doing with it then.
   const timeoutUs = Number(msg.timeout) || 0;
-  const sig = timeoutUs > 0 ? AbortSignal.any([signal, AbortSignal.timeout(Math.ceil(timeoutUs / 1000))]) : signal;
+  const timeout = timeoutUs > 0 ? AbortSignal.timeout(Math.ceil(timeoutUs / 1000)) : undefined;
+  const sig = timeout ? AbortSignal.any([signal, timeout]) : signal;
   const send = (r: InferResponse, fin: boolean): void => {
     const { blk, descs } = writeTensorGroups(host.arena, [r.outputs]);
     answer(r.parameters ? { blk, o: descs[0], p: plain(r.parameters) } : { blk, o: descs[0] }, fin);
@@ -117,7 +120,7 @@ async function run(
       send(await caller.infer(request, { signal: sig }), true);
     }
   } catch (e) {
-    fail(e);
+    fail(timeout?.aborted && !signal.aborted ? new UnavailableError('Request timeout expired') : e);
   }
 }
 

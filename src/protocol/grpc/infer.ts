@@ -6,7 +6,7 @@ import type { InferenceServerApi } from '../../server/api.js';
 import { decodeModelInferRequest } from './infer-request.js';
 import { encodeModelInferResponse } from './infer-response.js';
 import type { ModelInferRequestMsg, ModelInferResponseMsg, ModelStreamInferResponseMsg } from './messages.js';
-import { errorMessage, toStatus } from './status.js';
+import { callStatus, errorMessage, toStatus } from './status.js';
 import { rejectMalformed } from './malformed.js';
 import { StreamBudget, type StreamLimits } from '../kserve/stream-budget.js';
 
@@ -89,7 +89,7 @@ export function modelInfer(
       },
       (err: unknown) => {
         dispose();
-        callback(toStatus(err, logger, 'ModelInfer'));
+        callback(callStatus(call, err, logger, 'ModelInfer'));
       },
     );
   };

@@ -1,4 +1,4 @@
-import { Metadata, type StatusObject } from '@grpc/grpc-js';
+import { Metadata, status as Status, type StatusObject } from '@grpc/grpc-js';
 import type { Logger } from '../../core/logger.js';
 import { errorForClient } from '../kserve/client-error.js';
 import { grpcStatusOf } from '../kserve/status.js';
@@ -25,6 +25,26 @@ function wellFormed(text: string): string {
 export function toStatus(err: unknown, logger: Logger, rpc: string): GrpcStatus {
   const e = errorForClient(err, logger, { protocol: 'grpc', rpc });
   return { code: grpcStatusOf(e.code), details: wellFormed(e.message), metadata: new Metadata() };
+}
+
+/**
+ * A call's error once its deadline has passed: DEADLINE_EXCEEDED, whatever stopped the work. The request was
+ * aborted by the deadline (callSignal's timer) and failed CANCELLED; which of that timer and grpc-js's own answer
+ * first is a race, and the client must see the one status its deadline means either way.
+ */
+export function callStatus(
+  call: { getDeadline(): Date | number },
+  err: unknown,
+  logger: Logger,
+  rpc: string,
+): GrpcStatus {
+  const status = toStatus(err, logger, rpc);
+  const deadline = call.getDeadline();
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  if (status.code === grpcStatusOf('CANCELLED') && Number.isFinite(at) && Date.now() >= at) {
+    return { code: Status.DEADLINE_EXCEEDED, details: 'Deadline Exceeded', metadata: new Metadata() };
+  }
+  return status;
 }
 
 /** The message of an error as a stream's `error_message` carries it (no code: Triton sends text only). */
