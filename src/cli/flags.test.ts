@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseBackendConfig, parseCacheConfig, parseFlags } from './flags.js';
+import { parseBackendConfig, parseFlags } from './flags.js';
+import { parseCacheConfig } from './flag-settings.js';
 
 describe('nereid serve flags', () => {
   it("takes Triton's flag names in both --flag=value and --flag value forms, with Triton's defaults", () => {

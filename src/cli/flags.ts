@@ -1,5 +1,6 @@
 import { InvalidArgError } from '../core/errors.js';
 import { boolWord } from '../core/bool-word.js';
+import { editDistance } from '../config/config-error.js';
 import { SERVER_DEFAULTS } from '../server/defaults.js';
 import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
 import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
@@ -230,21 +231,16 @@ export const FLAGS = {
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;
-export type FlagValues = Record<string, string | boolean | number | string[] | undefined>;
-
-function levenshtein(a: string, b: string): number {
-  const d = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = d[0];
-    d[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = d[j];
-      d[j] = Math.min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = tmp;
-    }
-  }
-  return d[b.length];
-}
+type ValueOf<K> = K extends 'bool' ? boolean : K extends 'int' ? number : K extends 'list' ? string[] : string;
+type Spec<N extends FlagName> = (typeof FLAGS)[N];
+/**
+ * Each flag's parsed value, typed from the table: a list or a flag with a default always has one; others may be
+ * undefined. The CLI reads `values['http-port']` as a number with no cast.
+ */
+type Value<N extends FlagName> = Spec<N> extends { choices: readonly (infer C)[] } ? C : ValueOf<Spec<N>['kind']>;
+export type FlagValues = {
+  [N in FlagName]: Spec<N> extends { kind: 'list' } | { default: unknown } ? Value<N> : Value<N> | undefined;
+};
 
 function parseBool(name: string, v: string): boolean {
   const b = boolWord(v);
@@ -256,7 +252,7 @@ function parseBool(name: string, v: string): boolean {
 export function parseFlags(argv: readonly string[]): { values: FlagValues; given: Set<string> } {
   const specs = FLAGS as Record<string, FlagSpec>;
   const aliases = new Map(Object.entries(specs).flatMap(([n, s]) => (s.alias ? [[s.alias, n] as const] : [])));
-  const values: FlagValues = {};
+  const values: Record<string, string | boolean | number | string[] | undefined> = {};
   for (const [n, s] of Object.entries(specs)) values[n] = s.kind === 'list' ? [] : s.default;
   const given = new Set<string>();
   for (let i = 0; i < argv.length; i++) {
@@ -267,9 +263,9 @@ export function parseFlags(argv: readonly string[]): { values: FlagValues; given
     const name = aliases.get(raw) ?? raw;
     const spec = specs[name];
     if (!spec) {
-      const best = Object.keys(specs).sort((a, b) => levenshtein(raw, a) - levenshtein(raw, b))[0];
+      const best = Object.keys(specs).sort((a, b) => editDistance(raw, a) - editDistance(raw, b))[0];
       throw new InvalidArgError(
-        `unknown option '--${raw}'${levenshtein(raw, best) <= 3 ? `; did you mean '--${best}'?` : ''} (see nereid serve --help)`,
+        `unknown option '--${raw}'${editDistance(raw, best) <= 3 ? `; did you mean '--${best}'?` : ''} (see nereid serve --help)`,
       );
     }
     let value: string | undefined = eq >= 0 ? arg.slice(eq + 1) : undefined;
@@ -306,7 +302,8 @@ export function parseFlags(argv: readonly string[]): { values: FlagValues; given
         values[name] = value;
     }
   }
-  return { values, given };
+  // The one cast: the loop above filled every flag with a value of its kind (or its default).
+  return { values: values as FlagValues, given };
 }
 
 /** `--backend-config=<backend>,<key>=<value>` → per-backend settings. */
@@ -333,76 +330,4 @@ export function helpText(): string {
     return `  --${n}${value}\n      ${s.help}${def}${later}`;
   });
   return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
-}
-
-/**
- * `--cache-config=local,size=<bytes>` (and the deprecated `--response-cache-byte-size`) → the local cache's size
- * in bytes, or undefined for no cache. Only Triton's `local` cache is built; `redis` is refused by name.
- */
-export function parseCacheConfig(v: FlagValues): number | undefined {
-  let size = v['response-cache-byte-size'] as number | undefined;
-  for (const entry of v['cache-config'] as string[]) {
-    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(entry);
-    if (!m)
-      throw new InvalidArgError(
-        `--cache-config '${entry}' must look like <cache>,<key>=<value> (e.g. local,size=1048576)`,
-      );
-    const [, cache, key, value] = m;
-    if (cache !== 'local') {
-      throw new InvalidArgError(
-        cache === 'redis'
-          ? `--cache-config: the redis cache is not implemented in Nereid; use local,size=<bytes>`
-          : `--cache-config: unknown cache '${cache}' (Nereid has 'local')`,
-      );
-    }
-    if (key !== 'size')
-      throw new InvalidArgError(`--cache-config: unknown key '${key}' for the local cache (it has 'size')`);
-    if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
-      throw new InvalidArgError(`--cache-config local,size must be a number of bytes, got '${value}'`);
-    }
-    size = Number(value);
-  }
-  return size;
-}
-
-/** `--trace-config [triton,]<key>=<value>` entries (and the deprecated --trace-* flags) → trace options. */
-export function parseTraceConfig(v: FlagValues): {
-  file?: string;
-  level?: string;
-  rate?: number;
-  count?: number;
-  logFrequency?: number;
-} {
-  const out: { file?: string; level?: string; rate?: number; count?: number; logFrequency?: number } = {};
-  if (v['trace-file'] !== undefined) out.file = v['trace-file'] as string;
-  if (v['trace-level'] !== undefined) out.level = v['trace-level'] as string;
-  if (v['trace-rate'] !== undefined) out.rate = v['trace-rate'] as number;
-  if (v['trace-count'] !== undefined) out.count = v['trace-count'] as number;
-  for (const entry of v['trace-config'] as string[]) {
-    let kv = entry;
-    const comma = entry.indexOf(',');
-    if (comma >= 0 && !entry.slice(0, comma).includes('=')) {
-      const mode = entry.slice(0, comma);
-      if (mode !== 'triton') {
-        throw new InvalidArgError(
-          `--trace-config mode '${mode}' is not supported (only 'triton'; OpenTelemetry is not implemented)`,
-        );
-      }
-      kv = entry.slice(comma + 1);
-    }
-    const m = /^([a-z_-]+)=(.*)$/.exec(kv);
-    if (!m) throw new InvalidArgError(`--trace-config '${entry}' must look like [triton,]<key>=<value>`);
-    const [, key, value] = m;
-    const int = (): number => {
-      if (!/^-?\d+$/.test(value)) throw new InvalidArgError(`--trace-config ${key} must be an integer, got '${value}'`);
-      return Number(value);
-    };
-    if (key === 'file') out.file = value;
-    else if (key === 'level') out.level = value;
-    else if (key === 'rate') out.rate = int();
-    else if (key === 'count') out.count = int();
-    else if (key === 'log-frequency' || key === 'log_frequency') out.logFrequency = int();
-    else throw new InvalidArgError(`--trace-config: unknown key '${key}' (file, level, rate, count, log-frequency)`);
-  }
-  return out;
 }

@@ -4,16 +4,8 @@ import { availableParallelism } from 'node:os';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { NEREID_VERSION } from '../core/version.js';
-import {
-  FLAGS,
-  helpText,
-  parseBackendConfig,
-  parseFlags,
-  parseTraceConfig,
-  parseCacheConfig,
-  type FlagSpec,
-  type FlagValues,
-} from './flags.js';
+import { FLAGS, helpText, parseBackendConfig, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
+import { parseCacheConfig, parseTraceConfig } from './flag-settings.js';
 import { serve } from '../index.js';
 import { cliLogging } from './log-output.js';
 import { announceReady } from './ready-report.js';
@@ -21,10 +13,13 @@ import { defaultThreadCount } from '../frontend/pool.js';
 
 /** `--grpc-use-ssl[-mutual]` with the PEM files named by `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`. */
 async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
-  const mutual = v['grpc-use-ssl-mutual'] as boolean;
-  if (!(v['grpc-use-ssl'] as boolean) && !mutual) return undefined;
-  const read = async (flag: string, required: boolean): Promise<Buffer | undefined> => {
-    const path = v[flag] as string | undefined;
+  const mutual = v['grpc-use-ssl-mutual'];
+  if (!v['grpc-use-ssl'] && !mutual) return undefined;
+  const read = async (
+    flag: 'grpc-server-cert' | 'grpc-server-key' | 'grpc-root-cert',
+    required: boolean,
+  ): Promise<Buffer | undefined> => {
+    const path = v[flag];
     if (path === undefined) {
       if (required) throw new InvalidArgError(`--grpc-use-ssl needs --${flag}=<PEM file>`);
       return undefined;
@@ -49,17 +44,17 @@ async function runServe(argv: string[]): Promise<number> {
   const { values: v, given } = parseFlags(argv);
   const logging = cliLogging(
     {
-      info: v['log-info'] as boolean,
-      warning: v['log-warning'] as boolean,
-      error: v['log-error'] as boolean,
-      verbose: v['log-verbose'] as number,
+      info: v['log-info'],
+      warning: v['log-warning'],
+      error: v['log-error'],
+      verbose: v['log-verbose'],
       format: v['log-format'] === 'ISO8601' ? 'ISO8601' : 'default',
-      file: (v['log-file'] as string | undefined) ?? '',
+      file: v['log-file'] ?? '',
     },
-    v['log-format'] as string,
+    v['log-format'],
   );
   const logger = logging.logger;
-  const repositories = v['model-repository'] as string[];
+  const repositories = v['model-repository'];
   if (repositories.length === 0) {
     process.stderr.write('nereid serve: --model-repository is required (see nereid serve --help)\n');
     return 2;
@@ -71,64 +66,64 @@ async function runServe(argv: string[]): Promise<number> {
   const started = process.hrtime.bigint();
   const running = await serve({
     repositories,
-    httpPort: v['http-port'] as number,
-    httpAddress: v['http-address'] as string,
-    httpMaxInputSize: v['http-max-input-size'] as number,
-    allowHttp: v['allow-http'] as boolean,
-    httpThreadCount: (v['http-thread-count'] as number | undefined) ?? defaultThreadCount(availableParallelism()),
-    reuseHttpPort: v['reuse-http-port'] as boolean,
-    reuseGrpcPort: v['reuse-grpc-port'] as boolean,
-    httpRestrictedApi: v['http-restricted-api'] as string[],
-    maxResponseBytes: v['max-response-bytes'] as number,
-    allowClientShm: v['allow-client-shm'] as boolean,
-    httpMaxConnections: v['http-max-connections'] as number,
-    httpHeadersTimeoutSecs: v['http-headers-timeout-secs'] as number,
-    httpRequestTimeoutSecs: v['http-request-timeout-secs'] as number,
-    grpcMaxInputSize: v['grpc-max-input-size'] as number | undefined,
-    grpcMaxResponsePoolSize: v['grpc-max-response-pool-size'] as number,
-    streamMaxPendingBytes: v['stream-max-pending-bytes'] as number,
-    streamStallTimeoutSecs: v['stream-stall-timeout-secs'] as number,
-    grpcRestrictedProtocol: v['grpc-restricted-protocol'] as string[],
-    backendConfig: parseBackendConfig(v['backend-config'] as string[]),
-    autoComplete: !(v['disable-auto-complete-config'] as boolean) && !(v['strict-model-config'] as boolean),
-    strictReadiness: v['strict-readiness'] as boolean,
-    exitOnError: v['exit-on-error'] as boolean,
-    id: v.id as string,
-    modelControlMode: v['model-control-mode'] as 'none' | 'poll' | 'explicit',
-    loadModels: v['load-model'] as string[],
-    repositoryPollSecs: v['repository-poll-secs'] as number,
-    allowCodeInLoadRequests: v['allow-code-in-load-requests'] as boolean,
+    httpPort: v['http-port'],
+    httpAddress: v['http-address'],
+    httpMaxInputSize: v['http-max-input-size'],
+    allowHttp: v['allow-http'],
+    httpThreadCount: v['http-thread-count'] ?? defaultThreadCount(availableParallelism()),
+    reuseHttpPort: v['reuse-http-port'],
+    reuseGrpcPort: v['reuse-grpc-port'],
+    httpRestrictedApi: v['http-restricted-api'],
+    maxResponseBytes: v['max-response-bytes'],
+    allowClientShm: v['allow-client-shm'],
+    httpMaxConnections: v['http-max-connections'],
+    httpHeadersTimeoutSecs: v['http-headers-timeout-secs'],
+    httpRequestTimeoutSecs: v['http-request-timeout-secs'],
+    grpcMaxInputSize: v['grpc-max-input-size'],
+    grpcMaxResponsePoolSize: v['grpc-max-response-pool-size'],
+    streamMaxPendingBytes: v['stream-max-pending-bytes'],
+    streamStallTimeoutSecs: v['stream-stall-timeout-secs'],
+    grpcRestrictedProtocol: v['grpc-restricted-protocol'],
+    backendConfig: parseBackendConfig(v['backend-config']),
+    autoComplete: !v['disable-auto-complete-config'] && !v['strict-model-config'],
+    strictReadiness: v['strict-readiness'],
+    exitOnError: v['exit-on-error'],
+    id: v.id,
+    modelControlMode: v['model-control-mode'],
+    loadModels: v['load-model'],
+    repositoryPollSecs: v['repository-poll-secs'],
+    allowCodeInLoadRequests: v['allow-code-in-load-requests'],
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),
-    allowGrpc: v['allow-grpc'] as boolean,
-    grpcPort: v['grpc-port'] as number,
-    grpcAddress: v['grpc-address'] as string,
+    allowGrpc: v['allow-grpc'],
+    grpcPort: v['grpc-port'],
+    grpcAddress: v['grpc-address'],
     grpcKeepalive: {
-      timeMs: v['grpc-keepalive-time'] as number,
-      timeoutMs: v['grpc-keepalive-timeout'] as number,
-      permitWithoutCalls: v['grpc-keepalive-permit-without-calls'] as boolean,
-      http2MaxPingsWithoutData: v['grpc-http2-max-pings-without-data'] as number,
-      http2MinRecvPingIntervalWithoutDataMs: v['grpc-http2-min-recv-ping-interval-without-data'] as number,
-      http2MaxPingStrikes: v['grpc-http2-max-ping-strikes'] as number,
-      maxConnectionAgeMs: v['grpc-max-connection-age'] as number | undefined,
-      maxConnectionAgeGraceMs: v['grpc-max-connection-age-grace'] as number | undefined,
+      timeMs: v['grpc-keepalive-time'],
+      timeoutMs: v['grpc-keepalive-timeout'],
+      permitWithoutCalls: v['grpc-keepalive-permit-without-calls'],
+      http2MaxPingsWithoutData: v['grpc-http2-max-pings-without-data'],
+      http2MinRecvPingIntervalWithoutDataMs: v['grpc-http2-min-recv-ping-interval-without-data'],
+      http2MaxPingStrikes: v['grpc-http2-max-ping-strikes'],
+      maxConnectionAgeMs: v['grpc-max-connection-age'],
+      maxConnectionAgeGraceMs: v['grpc-max-connection-age-grace'],
     },
-    grpcCompressionLevel: v['grpc-infer-response-compression-level'] as 'none' | 'low' | 'medium' | 'high' | undefined,
+    grpcCompressionLevel: v['grpc-infer-response-compression-level'],
     grpcTls: await grpcTls(v),
-    exitTimeoutSecs: v['exit-timeout-secs'] as number,
-    allowMetrics: v['allow-metrics'] as boolean,
-    metricsPort: v['metrics-port'] as number,
-    metricsAddress: v['metrics-address'] as string | undefined,
-    metricsIntervalMs: v['metrics-interval-ms'] as number,
-    metricsConfig: v['metrics-config'] as string[],
-    allowCpuMetrics: v['allow-cpu-metrics'] as boolean,
-    allowGpuMetrics: v['allow-gpu-metrics'] as boolean,
-    console: v.console as boolean,
+    exitTimeoutSecs: v['exit-timeout-secs'],
+    allowMetrics: v['allow-metrics'],
+    metricsPort: v['metrics-port'],
+    metricsAddress: v['metrics-address'],
+    metricsIntervalMs: v['metrics-interval-ms'],
+    metricsConfig: v['metrics-config'],
+    allowCpuMetrics: v['allow-cpu-metrics'],
+    allowGpuMetrics: v['allow-gpu-metrics'],
+    console: v.console,
     consoleLogs: logging.recent,
     logger,
   });
-  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console as boolean);
-  const exitTimeout = v['exit-timeout-secs'] as number;
+  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
+  const exitTimeout = v['exit-timeout-secs'];
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
