@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
-import { createInterface } from 'node:readline';
 import { CancelledError, InternalError, UnavailableError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/logger.js';
 import { channelPair, type ChannelPair } from './channel.js';
@@ -8,6 +7,7 @@ import { ChildCudaRegions } from './device.js';
 import { FrameDecoder, encodeFrame } from './frame.js';
 import type { FreeList, FromChild, ToChild } from './protocol.js';
 import { HostArena, PeerSegments, unlinkSegments, type ShmOptions } from './shm.js';
+import { forwardLines } from './child-output.js';
 
 /**
  * One child process that hosts one or more instances (the Python backend: one per instance, as Triton; the
@@ -388,25 +388,4 @@ export class ChildProcessHost {
 
 function exitText(code: number | null, signal: NodeJS.Signals | null): string {
   return signal !== null ? `signal ${signal}` : `code ${code}`;
-}
-
-/** The child's stdout and stderr become log lines (a model's prints); the last stderr lines explain early exits. */
-function forwardLines(child: ChildProcess, logger: Logger, stderrTail: string[]): void {
-  const pid = child.pid;
-  const each = (stream: NodeJS.ReadableStream | null, name: 'stdout' | 'stderr'): void => {
-    if (stream === null) return;
-    const rl = createInterface({ input: stream, crlfDelay: Infinity });
-    rl.on('line', (raw: string) => {
-      const line = raw.length > 4096 ? `${raw.slice(0, 4096)}…` : raw;
-      if (name === 'stderr') {
-        stderrTail.push(line);
-        if (stderrTail.length > 20) stderrTail.shift();
-        logger.warn({ childPid: pid, stream: name }, line);
-      } else {
-        logger.info({ childPid: pid, stream: name }, line);
-      }
-    });
-  };
-  each(child.stdout, 'stdout');
-  each(child.stderr, 'stderr');
 }

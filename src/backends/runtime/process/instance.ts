@@ -6,12 +6,13 @@ import {
   NereidError,
   UnavailableError,
 } from '../../../core/errors.js';
-import type { Logger } from '../../../core/logger.js';
 import type { Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
 import type { ChildProcessHost, HostedInstance } from './child.js';
 import { deviceWire, hostCopiesWithoutIpc } from './device.js';
-import type { FromChild, WireRequest, WireResponse } from './protocol.js';
+import type { FromChild, WireResponse } from './protocol.js';
+import type { ProcessInstanceOptions } from './instance-options.js';
+import { deliver, newBatch, settle, wireRequests, type Inflight } from './batch.js';
 import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type DeviceSlots } from './wire.js';
 
 /**
@@ -27,51 +28,7 @@ import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type Devi
  * cross as IPC handle + offset instead (process/device.ts): the child reads and writes them in place.
  */
 
-export interface ProcessInstanceOptions {
-  /** `<model>_<n>`: in logs and every error. */
-  name: string;
-  /** What the child needs to create the instance (engine-specific, plain data). */
-  payload: unknown;
-  /** Decoupled models answer any number of times per request, after `execute` returns. */
-  decoupled: boolean;
-  /** A call to `execute` in the child must return within this, or the process is killed. 0 = no limit. */
-  executeTimeoutMs: number;
-  /** How long `destroy` waits for the child's finalize (and for its exit) before killing it. */
-  destroyGraceMs: number;
-  /** Turns each response into the one the host receives (pick and order outputs, check them); may throw. */
-  check?: (request: EngineRequest, response: EngineResponse) => EngineResponse;
-  /** Close the process when this instance is destroyed (it hosts only this one). */
-  ownsProcess: boolean;
-  /** 'name': inputs of one name lie back to back across the batch's requests (see writeTensorGroupsByName). */
-  inputLayout?: 'request' | 'name';
-  /** Bound with the instance (and model) by the caller; records here add no such keys again. */
-  logger: Logger;
-  /**
-   * The CUDA device the engine in the child reads inputs from and writes outputs into directly (it opens client
-   * regions' IPC handles itself). Absent: host memory only.
-   */
-  deviceMemory?: DeviceMemory;
-}
-
-interface Inflight {
-  readonly id: number;
-  readonly requests: readonly EngineRequest[];
-  readonly responder: Responder;
-  readonly final: boolean[];
-  open: number;
-  returned: boolean;
-  timings: ExecuteTimings | undefined;
-  readonly hostInNs: number;
-  readonly resolve: (t: ExecuteTimings) => void;
-  readonly reject: (e: Error) => void;
-  readonly signal: AbortSignal;
-  readonly onAbort: () => void;
-  /** Settles with the batch, for destroy() to wait on; made only when someone waits. */
-  settled: Promise<void> | undefined;
-  /** `execute` resolved while decoupled requests are still answering. */
-  resolved: boolean;
-  readonly promise: Promise<ExecuteTimings>;
-}
+export type { ProcessInstanceOptions } from './instance-options.js';
 
 const now = (): bigint => process.hrtime.bigint();
 
@@ -162,43 +119,10 @@ export class ProcessInstance implements Instance, HostedInstance {
     } catch (e) {
       return Promise.reject(NereidError.from(e));
     }
-    const wire: WireRequest[] = requests.map((r, i) => {
-      const w: WireRequest = { i: descs[i], o: [...r.outputs] };
-      if (r.id) w.id = r.id;
-      if (r.correlationId !== undefined) {
-        if (typeof r.correlationId === 'string') w.cs = r.correlationId;
-        else if (r.correlationId !== 0n) w.c = r.correlationId.toString();
-      }
-      if (r.parameters !== undefined) w.p = plainParams(r.parameters);
-      const slots = device?.slots[i];
-      if (slots !== undefined) w.do = slots;
-      return w;
-    });
+    const wire = wireRequests(requests, descs, device?.slots);
     const id = this.#nextBatch++;
-    let resolve!: (t: ExecuteTimings) => void;
-    let reject!: (e: Error) => void;
-    const promise = new Promise<ExecuteTimings>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
     const onAbort = (): void => this.#host.send({ op: 'cancel', inst: this.#id, b: id });
-    const batch: Inflight = {
-      id,
-      requests,
-      responder,
-      final: new Array<boolean>(requests.length).fill(false),
-      open: requests.length,
-      returned: false,
-      timings: undefined,
-      hostInNs: Number(now() - t0),
-      resolve,
-      reject,
-      signal,
-      onAbort,
-      settled: undefined,
-      resolved: false,
-      promise,
-    };
+    const batch = newBatch(id, requests, responder, signal, onAbort, Number(now() - t0));
     this.#batches.set(id, batch);
     signal.addEventListener('abort', onAbort, { once: true });
     this.#execSince = performance.now();
@@ -206,7 +130,7 @@ export class ProcessInstance implements Instance, HostedInstance {
       this.#host.cudaRegions.note(device.spans);
       this.#host.send({ op: 'exec', inst: this.#id, b: id, blk, r: wire, cuda: device.cuda });
     } else this.#host.send({ op: 'exec', inst: this.#id, b: id, blk, r: wire });
-    return promise;
+    return batch.promise;
   }
 
   // -- messages from the child ----------------------------------------------------------------------------------
@@ -293,7 +217,7 @@ export class ProcessInstance implements Instance, HostedInstance {
         `Failed to process the request(s) for model instance '${this.name}', message: the model sent TRITONSERVER_RESPONSE_COMPLETE_FINAL without a response for request ${msg.i}; a model that is not decoupled answers every request exactly once`,
       );
     }
-    const taken = this.#deliverTaken(b, msg.i, resp, msg.fin === true);
+    const taken = deliver(b, msg.i, resp, msg.fin === true, this.#opts.check);
     // Every non-final response the child wrote counts against its sender's window until its client took it.
     if (msg.fin !== true && msg.none !== true && msg.e === undefined) this.#tookWhen(taken, msg.b, msg.i);
     if (b.timings !== undefined) b.timings.computeOutputNs += Number(now() - t0);
@@ -366,46 +290,13 @@ export class ProcessInstance implements Instance, HostedInstance {
   }
 
   #deliver(b: Inflight, index: number, resp: EngineResponse | Error | null, final: boolean): void {
-    void this.#deliverTaken(b, index, resp, final);
+    void deliver(b, index, resp, final, this.#opts.check);
   }
 
-  /** Delivers a response; the responder's promise (if any) settles when its client took it. */
-  #deliverTaken(b: Inflight, index: number, resp: EngineResponse | Error | null, final: boolean): void | Promise<void> {
-    if (b.final[index]) return;
-    let r = resp;
-    if (r !== null && !(r instanceof Error) && this.#opts.check !== undefined) {
-      try {
-        r = this.#opts.check(b.requests[index], r);
-      } catch (e) {
-        r = NereidError.from(e);
-      }
-    }
-    if (final) {
-      b.final[index] = true;
-      b.open--;
-    }
-    if (b.responder.sendTaken) return b.responder.sendTaken(index, r, { final });
-    b.responder.send(index, r, { final });
-  }
-
-  /**
-   * A batch's `execute` resolves once the model's execute returned and (not decoupled) every request had its
-   * final response. A decoupled model's requests may answer later (Triton's decoupled models keep streaming from
-   * their own threads while the instance takes the next batch); the scheduler gets those finals through the
-   * responder, and the batch stays here until the last one.
-   */
   #maybeSettle(b: Inflight): void {
-    if (!b.returned || b.timings === undefined) return;
-    if (this.#opts.decoupled && !b.resolved) {
-      b.resolved = true;
-      b.resolve(b.timings);
-    }
-    if (b.open > 0) return;
-    this.#finish(b);
-    b.resolve(b.timings);
+    if (settle(b, this.#opts.decoupled)) this.#finish(b);
   }
 
-  /** Fails every request of `b` still without a final response (its promise already resolved or rejects next). */
   #failOpen(b: Inflight, err: Error): void {
     for (let i = 0; i < b.requests.length; i++) if (!b.final[i]) this.#deliver(b, i, err, true);
   }
@@ -492,15 +383,4 @@ export class ProcessInstance implements Instance, HostedInstance {
 
 function formatMs(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
-}
-
-/** Parameters as JSON can carry them (a bigint beyond 2^53 travels as its decimal text). */
-function plainParams(
-  p: Readonly<Record<string, string | number | boolean | bigint>>,
-): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {};
-  for (const [k, v] of Object.entries(p)) {
-    out[k] = typeof v === 'bigint' ? (Number.isSafeInteger(Number(v)) ? Number(v) : v.toString()) : v;
-  }
-  return out;
 }
