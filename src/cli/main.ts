@@ -6,7 +6,8 @@ import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { NEREID_VERSION } from '../core/version.js';
 import { FLAGS, helpText, parseBackendConfig, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
 import { parseCacheConfig, parseTraceConfig } from './flag-settings.js';
-import { serve } from '../index.js';
+import { serve, type RunningNereid, type ServeOptions } from '../index.js';
+import type { Logger } from '../core/logger.js';
 import { cliLogging } from './log-output.js';
 import { announceReady } from './ready-report.js';
 import { defaultThreadCount } from '../frontend/pool.js';
@@ -36,35 +37,9 @@ async function grpcTls(v: FlagValues): Promise<GrpcTlsOptions | undefined> {
   };
 }
 
-async function runServe(argv: string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(helpText());
-    return 0;
-  }
-  const { values: v, given } = parseFlags(argv);
-  const logging = cliLogging(
-    {
-      info: v['log-info'],
-      warning: v['log-warning'],
-      error: v['log-error'],
-      verbose: v['log-verbose'],
-      format: v['log-format'] === 'ISO8601' ? 'ISO8601' : 'default',
-      file: v['log-file'] ?? '',
-    },
-    v['log-format'],
-  );
-  const logger = logging.logger;
-  const repositories = v['model-repository'];
-  if (repositories.length === 0) {
-    process.stderr.write('nereid serve: --model-repository is required (see nereid serve --help)\n');
-    return 2;
-  }
-  for (const name of given) {
-    const spec = (FLAGS as Record<string, FlagSpec>)[name];
-    if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
-  }
-  const started = process.hrtime.bigint();
-  const running = await serve({
+/** `nereid serve`'s flags as serve()'s options (each flag read with its own type: flags.ts's table). */
+async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<ServeOptions> {
+  return {
     repositories,
     httpPort: v['http-port'],
     httpAddress: v['http-address'],
@@ -119,13 +94,16 @@ async function runServe(argv: string[]): Promise<number> {
     allowCpuMetrics: v['allow-cpu-metrics'],
     allowGpuMetrics: v['allow-gpu-metrics'],
     console: v.console,
-    consoleLogs: logging.recent,
-    logger,
-  });
-  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
-  const exitTimeout = v['exit-timeout-secs'];
+  };
+}
+
+/**
+ * What SIGTERM/SIGINT do (Triton's): readiness off, in-flight requests finish, a countdown each second, exit 0 once
+ * closed, exit 1 past `--exit-timeout-secs`.
+ */
+function stopOnSignal(running: RunningNereid, logger: Logger, exitTimeout: number): (signal: string) => void {
   let stopping = false;
-  const stop = (signal: string): void => {
+  return (signal: string): void => {
     if (stopping) return;
     stopping = true;
     logger.info(`${signal} received: not ready any more; waiting for in-flight requests to complete`);
@@ -152,6 +130,39 @@ async function runServe(argv: string[]): Promise<number> {
       },
     );
   };
+}
+
+async function runServe(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(helpText());
+    return 0;
+  }
+  const { values: v, given } = parseFlags(argv);
+  const logging = cliLogging(
+    {
+      info: v['log-info'],
+      warning: v['log-warning'],
+      error: v['log-error'],
+      verbose: v['log-verbose'],
+      format: v['log-format'] === 'ISO8601' ? 'ISO8601' : 'default',
+      file: v['log-file'] ?? '',
+    },
+    v['log-format'],
+  );
+  const logger = logging.logger;
+  const repositories = v['model-repository'];
+  if (repositories.length === 0) {
+    process.stderr.write('nereid serve: --model-repository is required (see nereid serve --help)\n');
+    return 2;
+  }
+  for (const name of given) {
+    const spec = (FLAGS as Record<string, FlagSpec>)[name];
+    if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
+  }
+  const started = process.hrtime.bigint();
+  const running = await serve({ ...(await serveOptionsFrom(v, repositories)), consoleLogs: logging.recent, logger });
+  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
+  const stop = stopOnSignal(running, logger, v['exit-timeout-secs']);
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   return -1;

@@ -7,6 +7,7 @@ import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
 import { streamLimits } from '../kserve/stream-budget.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { answerClientError } from './client-error.js';
+import { admitShared, Connections } from './connections.js';
 import { CORE_HANDLERS } from './handlers.js';
 import { sendError, sendJson } from './respond.js';
 import { buildRoutes, dispatch, type Route } from './routes.js';
@@ -96,18 +97,6 @@ export interface RunningHttpServer {
   close(opts?: { drainMs?: number; idleMs?: number }): Promise<void>;
 }
 
-/** An open connection, as the drain sees it. */
-interface Connection {
-  /** Responses in progress on it (more than one when a client pipelines). */
-  readonly responses: Set<ServerResponse>;
-  /** When it last finished a response: an idle one is closed after the drain's idle grace. */
-  idleSince: number;
-  /** Its response was already under way when the drain began: the connection is closed once that one is done. */
-  closeAfter: boolean;
-  /** Its latest response, while in progress. */
-  last?: ServerResponse;
-}
-
 function positive(name: string, v: number): number {
   if (!Number.isSafeInteger(v) || v <= 0) throw new InvalidArgError(`${name} must be a positive integer, got ${v}`);
   return v;
@@ -139,24 +128,9 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     maxResponsePoolSize: 256,
   });
 
-  // Open connections, with their responses in progress and when each last finished one (for the drain), and its
-  // latest response (a parse error may be answered only while that one has written nothing).
-  const connections = new Map<Socket, Connection>();
-  let draining = false;
+  const connections = new Connections();
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    const conn = connections.get(req.socket);
-    conn?.responses.add(res);
-    if (conn) conn.last = res;
-    // During the drain every response says `Connection: close` and closes its connection once sent, so a client
-    // in a keep-alive loop does not keep the drain going until the exit timeout (issue 22, item 8).
-    if (draining) res.shouldKeepAlive = false;
-    res.once('close', () => {
-      if (!conn) return;
-      conn.responses.delete(res);
-      conn.idleSince = Date.now();
-      if (conn.last === res) conn.last = undefined;
-      if (conn.closeAfter && conn.responses.size === 0) req.socket.end();
-    });
+    connections.request(req, res);
     const refused = opts.refuse?.(req);
     (refused === undefined
       ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions, stream })
@@ -194,24 +168,16 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     slot: opts.sharedConnections.slot,
   };
   server.on('connection', (socket: Socket) => {
-    if (shared !== undefined) {
-      let open = Atomics.add(shared.counts, shared.slot, 1);
-      for (let i = 0; i < shared.counts.length; i++) if (i !== shared.slot) open += Atomics.load(shared.counts, i);
-      if (open >= maxConnections) {
-        Atomics.sub(shared.counts, shared.slot, 1);
-        socket.destroy();
-        dropped();
-        return;
-      }
-      socket.once('close', () => Atomics.sub(shared.counts, shared.slot, 1));
+    if (shared !== undefined && !admitShared(shared, socket, maxConnections)) {
+      dropped();
+      return;
     }
-    connections.set(socket, { responses: new Set(), idleSince: Date.now(), closeAfter: false });
-    socket.once('close', () => connections.delete(socket));
+    connections.add(socket);
   });
   server.on('drop', dropped);
   // Requests the parser refused (malformed, timed out): Node's answers, and one with a reason (client-error.ts).
   server.on('clientError', (err: Error, socket: Socket) =>
-    answerClientError(err, socket, connections.get(socket)?.last?.headersSent === true),
+    answerClientError(err, socket, connections.answering(socket)),
   );
 
   await new Promise<void>((resolve, reject) => {
@@ -232,42 +198,9 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     port: info.port,
     address: info.address,
     close({ drainMs = 30_000, idleMs = DEFAULT_DRAIN_IDLE_MS } = {}): Promise<void> {
-      closing ??= new Promise<void>((resolve) => {
-        // Stop accepting connections only: http.Server#close would also close every idle keep-alive connection at
-        // once, dropping requests already sent on them but not yet parsed.
-        Server.prototype.close.call(server);
-        draining = true;
-        for (const conn of connections.values()) {
-          // Responses under way: those not started yet say `Connection: close`; a started one (a stream) cannot,
-          // so its connection is closed when it ends.
-          for (const res of conn.responses) {
-            if (res.headersSent) conn.closeAfter = true;
-            else res.shouldKeepAlive = false;
-          }
-        }
-        const deadline = Date.now() + drainMs;
-        const sweep = (): void => {
-          const now = Date.now();
-          const over = now >= deadline;
-          // Past the deadline a busy connection is closed as soon as its response is done (it is idle then).
-          for (const [socket, conn] of connections) {
-            // end(), not destroy(): a response just written may still sit in the socket's buffers, and destroying
-            // it cut the end of large responses at shutdown (measured: 970,105 of 1,048,734 bytes arrived).
-            // Past the deadline a client that never closes its side is cut off.
-            if (conn.responses.size === 0 && (over || now - conn.idleSince >= idleMs)) {
-              if (over && socket.writableEnded) socket.destroy();
-              else socket.end();
-            }
-          }
-          if (connections.size === 0) {
-            clearInterval(timer);
-            resolve();
-          }
-        };
-        // Not unref'd: the drain is work the process must finish (an idle client socket may be unref'd on its side).
-        const timer = setInterval(sweep, Math.max(10, Math.min(250, idleMs / 4)));
-        sweep();
-      });
+      // Stop accepting connections only: http.Server#close would also close every idle keep-alive connection at
+      // once, dropping requests already sent on them but not yet parsed.
+      closing ??= (Server.prototype.close.call(server), connections.drain(drainMs, idleMs));
       return closing;
     },
   };
