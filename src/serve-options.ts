@@ -160,6 +160,7 @@ export interface MetricsSettings {
   allowGpuMetrics: boolean | undefined;
 }
 
+// Long: a table, one entry per setting, each resolved in place.
 export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedServeOptions> {
   const D = SERVER_DEFAULTS;
   checkServerOptions(opts);

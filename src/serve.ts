@@ -47,6 +47,7 @@ export interface RunningNereid {
  * The one start path: `nereid serve`, the tests and embedders all call it. On a failed start whatever was started is
  * closed again before the error is thrown. Every setting is resolved first (serve-options.ts); this is wiring.
  */
+// Long: wiring in start order, one step per endpoint, with the one rollback on a failed start.
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const o = await resolveServeOptions(opts);
   const { logger, threads } = o;

@@ -123,6 +123,7 @@ function open(): { lib: IKoffiLib; path: string } | CudaUnavailable {
   return { reason: `no CUDA runtime library could be loaded (${reasons.join('; ')})` };
 }
 
+// Long: the table of libcudart functions bound through koffi, one line each.
 function bind(): CudaRuntime | CudaUnavailable {
   const opened = open();
   if ('reason' in opened) return opened;

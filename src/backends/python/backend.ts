@@ -24,6 +24,7 @@ export interface PythonBackend extends Backend {
   attachModelCaller(caller: ModelCaller): void;
 }
 
+// Long: a declaration (descriptor, auto-complete, prepare) whose parts are each short; see runtime/process/backend.ts.
 export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBackend {
   let caller = opts.caller;
   const stub = (interp: Interpreter, o: PythonOptions): PreparedLoad['process'] => ({

@@ -49,6 +49,7 @@ export interface TensorRTBackendInit {
   env?: Readonly<Record<string, string>>;
 }
 
+// Long: a declaration (descriptor, auto-complete, prepare) whose parts are each short; see runtime/process/backend.ts.
 export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { readonly kinds: readonly InstanceKind[] } {
   /** Facts by plan path, valid while the file's size and mtime (and the loading options) are unchanged. */
   const factsCache = new Map<string, { key: string; facts: PlanFacts }>();

@@ -108,6 +108,7 @@ function traceSettingsMsg(s: Record<string, string | string[]>): Record<string, 
 }
 
 /** The GRPCInferenceService handlers other than ModelInfer/ModelStreamInfer. */
+// Long: the table of GRPCInferenceService methods, one short handler each.
 export function serviceHandlers(
   api: InferenceServerApi,
   logger: Logger,

@@ -103,6 +103,7 @@ function positive(name: string, v: number): number {
 }
 
 /** Starts the HTTP server and resolves once it listens. */
+// Long: the options checks (each a line), then the server and its listen; connections and drain: connections.ts.
 export async function startHttpServer(api: InferenceServerApi, opts: HttpServerOptions): Promise<RunningHttpServer> {
   const logger = opts.logger ?? noopLogger;
   const L = HTTP_LIMIT_DEFAULTS;
