@@ -93,31 +93,6 @@ describe('DynamicBatcher', () => {
     assert.deepEqual([...stats.batches.keys()].sort(), [1, 4]);
   });
 
-  it('concatenates inputs into one fresh buffer and answers with views of one output allocation', async () => {
-    const inst = new FakeGatedInstance();
-    const { b } = await batcher({}, [inst]);
-    const block = b.enqueue(req(1, 9));
-    await tick();
-    const a = req(2, 1);
-    const c = req(1, 2);
-    const pa = b.enqueue(a);
-    const pc = b.enqueue(c);
-    await tick();
-    inst.release();
-    await block;
-    await tick();
-    const batch = inst.seen[1].inputs[0];
-    assert.deepEqual(batch.shape, [3, 2]);
-    assert.notEqual((batch.data as Int32Array).buffer, (a.inputs[0].data as Int32Array).buffer);
-    assert.equal((batch.data as Int32Array).byteLength, (batch.data as Int32Array).buffer.byteLength);
-    inst.release();
-    const [ra, rc] = await Promise.all([pa, pc]);
-    assert.deepEqual(ra.outputs[0].shape, [2, 2]);
-    assert.deepEqual([...(ra.outputs[0].data as Int32Array)], [1, 1, 1, 1]);
-    assert.deepEqual([...(rc.outputs[0].data as Int32Array)], [2, 2]);
-    assert.equal((ra.outputs[0].data as Int32Array).buffer, (rc.outputs[0].data as Int32Array).buffer);
-  });
-
   it('sends a preferred batch size at once, without waiting for the queue delay', async () => {
     const inst = new FakeGatedInstance();
     const { b } = await batcher({ preferred_batch_size: [2], max_queue_delay_microseconds: 10_000_000 }, [inst]);
