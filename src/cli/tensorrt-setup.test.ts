@@ -2,19 +2,36 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, afterEach, beforeEach, describe, it } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { OFFLINE_ENV } from '../../test/helpers/offline.js';
 import { DOUBLE, MAGIC, PYTHON, addSubPlan } from '../../test/helpers/tensorrt.js';
-import { fallbackPlan, runTensorRTCommand, sha1Mismatch } from './tensorrt-setup.js';
+import { checkTensorRT, fallbackPlan, runTensorRTCommand, sha1Mismatch } from './tensorrt-setup.js';
 
 // `nereid tensorrt setup/check` with the TEST DOUBLE of TensorRT standing in for an installed TensorRT (on
 // PYTHONPATH). Installing NVIDIA's wheels or the Maven Central fallback needs the network and is exercised by
-// scripts/gpu/tensorrt-on-device.sh (offline, from carried files).
+// scripts/gpu/tensorrt-on-device.sh (offline, from carried files). Here `setup` must find the double: were it not to
+// import, setup would go on to pip (NVIDIA's index) and curl (Maven Central). So the double is checked first, and
+// failing that every test fails at once saying why; and pip and curl run offline (OFFLINE_ENV), failing at once.
 
 const python = PYTHON;
 const home = mkdtempSync(join(tmpdir(), 'nereid-trt-home-'));
 after(() => rmSync(home, { recursive: true, force: true }));
 const saved = { ...process.env };
+let doubleImports: string | undefined;
+before(async () => {
+  process.env.PYTHONPATH = DOUBLE;
+  const r = await checkTensorRT(python, undefined);
+  if (saved.PYTHONPATH === undefined) delete process.env.PYTHONPATH;
+  else process.env.PYTHONPATH = saved.PYTHONPATH;
+  if (r.tensorrt === undefined) doubleImports = `${python}: ${r.import_error ?? 'unknown reason'}`;
+});
 beforeEach(() => {
+  assert.equal(
+    doubleImports,
+    undefined,
+    `the TensorRT test double (${DOUBLE}) does not import, so setup would try to install TensorRT: ${doubleImports}`,
+  );
+  Object.assign(process.env, OFFLINE_ENV);
   process.env.NEREID_TENSORRT_HOME = home;
   process.env.PYTHONPATH = DOUBLE;
 });
@@ -25,6 +42,7 @@ afterEach(() => {
     'NEREID_CUDA_DOUBLE_GPUS',
     'NEREID_TRT_DOUBLE_VERSION',
     'NEREID_TRT_DOUBLE_BUILDER',
+    ...Object.keys(OFFLINE_ENV),
   ]) {
     if (saved[k] === undefined) delete process.env[k];
     else process.env[k] = saved[k];

@@ -6,7 +6,9 @@ import { SyncCaller } from './sync-call.js';
 
 /**
  * The caller sleeps on this (main) thread while a real worker thread answers with answerSyncCalls, as the main
- * thread answers front-end threads in the server.
+ * thread answers front-end threads in the server. The caller's timeout (1 s) is far above an answer's normal time
+ * (well under 1 ms), so load does not make an answer late; the late answer of the timeout test is held back by a
+ * flag the test raises, not by a clock.
  */
 const ANSWERER = `
 import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(async (tsx) => {
@@ -18,8 +20,7 @@ import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(async (tsx) =
     if (method === 'modelReady') return { args };
     if (method === 'modelMetadata') throw new NotFoundError('unknown model ' + args[0]);
     if (method === 'isReady') {
-      const until = Date.now() + 300;
-      while (Date.now() < until);
+      Atomics.wait(new Int32Array(workerData.release), 0, 0);
       return 'late';
     }
     return method;
@@ -29,11 +30,16 @@ import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(async (tsx) =
 describe('SyncCaller', () => {
   let worker: Worker;
   let caller: SyncCaller;
+  const release = new Int32Array(new SharedArrayBuffer(4));
   before(() => {
     const { port1, port2 } = new MessageChannel();
     const flag = new SharedArrayBuffer(4);
-    worker = new Worker(ANSWERER, { eval: true, workerData: { port: port2, flag }, transferList: [port2] });
-    caller = new SyncCaller(port1, flag, 150);
+    worker = new Worker(ANSWERER, {
+      eval: true,
+      workerData: { port: port2, flag, release: release.buffer },
+      transferList: [port2],
+    });
+    caller = new SyncCaller(port1, flag, 1000);
   });
   after(() => worker.terminate());
 
@@ -60,7 +66,9 @@ describe('SyncCaller', () => {
 
   it('BAD CALL - times out as UNAVAILABLE, then drops the late answer instead of returning it to the next call', () => {
     assert.throws(() => caller.call('isReady', []), UnavailableError);
-    // The late answer ('late') arrives while this call waits: it must be skipped.
+    // Now the late answer ('late') is sent, before the next call's: it must be skipped.
+    Atomics.store(release, 0, 1);
+    Atomics.notify(release, 0);
     let next: unknown;
     for (let i = 0; i < 10 && next === undefined; i++) {
       try {

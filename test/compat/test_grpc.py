@@ -355,12 +355,9 @@ def test_shared_memory_register_is_unimplemented(grpc_client):
 
 def test_metadata_of_256_kib_fails_fast(grpc_client):
     """Regression: metadata past HTTP/2's 64 KiB header field limit hung this client until its deadline."""
-    import time
-
-    started = time.monotonic()
     with pytest.raises(InferenceServerException) as err:
         grpc_client.is_server_live(headers={"x-big": "a" * (256 * 1024)}, client_timeout=30)
-    assert time.monotonic() - started < 10, "the call failed instead of waiting for its deadline"
+    # Failing at once is told by the code, not a clock: waiting for the deadline would be DEADLINE_EXCEEDED.
     assert status_of(err) in ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "StatusCode.INTERNAL")
     # A fresh connection serves normally.
     assert grpc_client.is_server_live()

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadNvmlApi } from '../../src/native/nvml-koffi.js';
 import { buildProviderDoubles, wheelMembers, writeZip, type ProviderDoubles } from '../helpers/gpu-wheel.js';
 import { buildNvmlLibraryDouble } from '../helpers/nvml-double.js';
+import { OFFLINE_ENV } from '../helpers/offline.js';
 import { EXAMPLES } from '../helpers/server.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -26,11 +27,14 @@ interface Run {
   stderr: string;
 }
 
-/** Runs the CLI with `env` added; NVML is pointed at a file that does not exist unless the test says otherwise. */
+/**
+ * Runs the CLI with `env` added; NVML is pointed at a file that does not exist unless the test says otherwise.
+ * Offline: `gpu setup` without --wheel runs pip, which must fail at once here, never download.
+ */
 async function nereid(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
   const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...OFFLINE_ENV, ...env },
   });
   let stdout = '';
   let stderr = '';

@@ -346,8 +346,9 @@ describe('onnxruntime C API engine', () => {
       assert.deepEqual(Array.from((r.response(0).outputs[0].data as Float32Array).slice(0, 2)), [1, 1]);
       assert.ok(runMs > 100, `the chain should run a while (ran ${runMs.toFixed(0)} ms)`);
       assert.ok(ticks >= runMs / 5 / 4, `timers kept firing: ${ticks} ticks in ${runMs.toFixed(0)} ms`);
+      // A ratio of this run (load stretches both): a blocked loop would show one gap as long as the run.
       assert.ok(
-        maxGap < Math.max(50, runMs / 4),
+        maxGap < Math.max(50, runMs / 2),
         `longest event-loop gap ${maxGap.toFixed(1)} ms during a ${runMs.toFixed(0)} ms run`,
       );
     } finally {
@@ -401,19 +402,28 @@ describe('onnxruntime C API engine', () => {
       { count: 2 },
     );
     const x: Tensor = { name: 'X', datatype: 'FP32', shape: [LONG, 128], data: new Float32Array(LONG * 128).fill(1) };
-    const running = Promise.allSettled([m.instances[0].execute([request([x], ['Y'], 1)], new Collected(), never())]);
-    const other = Promise.allSettled([m.instances[1].execute([request([x], ['Y'], 1)], new Collected(), never())]);
+    // The order things end in, not their times (load stretches those): both runs end before destroy and unload do.
+    const order: string[] = [];
+    const noted = <T>(name: string, p: Promise<T>): Promise<T> => p.finally(() => order.push(name));
+    const running = Promise.allSettled([
+      noted('run', m.instances[0].execute([request([x], ['Y'], 1)], new Collected(), never())),
+    ]);
+    const other = Promise.allSettled([
+      noted('other', m.instances[1].execute([request([x], ['Y'], 1)], new Collected(), never())),
+    ]);
     await new Promise((r) => setTimeout(r, 20));
-    const t0 = performance.now();
-    const [destroyed, unloaded] = await Promise.allSettled([m.instances[0].destroy(), m.model.unload()]);
-    const ms = performance.now() - t0;
+    const [destroyed, unloaded] = await Promise.allSettled([
+      noted('destroy', m.instances[0].destroy()),
+      noted('unload', m.model.unload()),
+    ]);
     assert.equal(destroyed.status, 'fulfilled');
     assert.equal(unloaded.status, 'fulfilled');
     const [run] = await running;
     assert.ok(run.status === 'rejected' && run.reason instanceof CancelledError, 'the in-flight run ends CANCELLED');
     const [o] = await other;
     assert.ok(o.status === 'rejected' && o.reason instanceof CancelledError, 'unload terminated the other too');
-    assert.ok(ms < 2000, `unload took ${ms.toFixed(0)} ms`);
+    // Terminated, not run to its end (that would be fulfilled, above), and waited for before the session went.
+    assert.deepEqual(order.slice(0, 2).sort(), ['other', 'run'], `ended in the order ${order}`);
     await assert.rejects(m.instances[0].execute([request([x], ['Y'], 1)], new Collected(), never()), UnavailableError);
   });
 

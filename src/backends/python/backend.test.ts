@@ -223,7 +223,9 @@ describe('python backend: faults in model code', () => {
       /^InternalError: instance faulty_0 \(python process \d+\) did not return from execute within 2 s and was killed$/,
     );
     const took = Date.now() - t0;
-    assert.ok(took >= 2000 && took < 5000, `killed after ${took} ms`);
+    // Killed at its 2 s deadline, not left hanging; 20 s is an order of magnitude above normal, which load does not
+    // reach (the message above already names the deadline).
+    assert.ok(took >= 2000 && took < 20_000, `killed after ${took} ms`);
     assert.match((await inst.died).message, /did not return from execute within 2 s/);
   });
 
@@ -247,13 +249,14 @@ describe('python backend: cancellation and destroy', () => {
     const inst = await m.instance();
     const ctl = new AbortController();
     const r = recorder();
-    const t0 = Date.now();
     const running = inst.execute([request([x4()], ['OUTPUT0'])], r, ctl.signal);
     await sleep(300);
     ctl.abort();
     await running;
-    assert.ok(Date.now() - t0 < 3000);
-    assert.ok(r.finals().get(0) instanceof CancelledError);
+    // Python's own answer (the model answers this once is_cancelled() is true; else it works 10 s and succeeds).
+    const final = r.finals().get(0);
+    assert.ok(final instanceof CancelledError);
+    assert.match(final.message, /cancelled by the client/);
   });
 
   it('destroy() finalizes and ends the process; execute afterwards is refused', async () => {
