@@ -2,7 +2,7 @@ import { DATATYPES, isDataType, type DataType, type FixedTypedArray } from '../.
 import { InvalidArgError } from '../../core/errors.js';
 import type { InferInput, InferRequest, RequestedOutput } from '../../core/inference.js';
 import { elementCount, type TensorData } from '../../core/tensor.js';
-import { rawToTensorData } from '../kserve/raw-tensor.js';
+import { rawToTensorData } from '../../core/raw-tensor.js';
 import { takeSharedMemoryRef } from '../kserve/shared-memory-params.js';
 import { checkShapeSize } from '../kserve/shape.js';
 import type { InferInputTensorMsg, InferTensorContentsMsg, Long, ModelInferRequestMsg } from './messages.js';

@@ -4,7 +4,7 @@ import { InvalidArgError } from '../../core/errors.js';
 import type { InferInput, InferRequest, Parameters, RequestedOutput } from '../../core/inference.js';
 import { elementCount, viewFixed, type TensorData } from '../../core/tensor.js';
 import { jsonToTensorData, parseJson } from '../kserve/json-tensor.js';
-import { rawToTensorData } from '../kserve/raw-tensor.js';
+import { rawToTensorData } from '../../core/raw-tensor.js';
 import { takeSharedMemoryRef } from '../kserve/shared-memory-params.js';
 import { checkShapeSize } from '../kserve/shape.js';
 

@@ -2,7 +2,8 @@ import { DATATYPES, type DataType, type FixedTypedArray } from '../../core/datat
 import { DEVICE_ALIGNMENT, type DeviceBuffer } from '../../core/device.js';
 import { InternalError, InvalidArgError } from '../../core/errors.js';
 import type { InferInput, InferOutput, InferRequest, InferResponse } from '../../core/inference.js';
-import { decodeBytes, elementCount, encodeBytes, fixedBytes, viewFixed, type TensorData } from '../../core/tensor.js';
+import { checkFixedByteSize, rawToTensorData } from '../../core/raw-tensor.js';
+import { elementCount, encodeBytes, fixedBytes, type TensorData } from '../../core/tensor.js';
 import type { CudaSharedMemory, CudaSlice } from './cuda.js';
 import type { RegionSlice, SystemSharedMemory } from './regions.js';
 
@@ -102,7 +103,7 @@ export async function bindSharedMemory(
           device.set(buffer, slice as CudaSlice);
           return deviceInput(input, buffer, request.model);
         }
-        const data = toTensorData(input.name, input.datatype, input.shape, await slice.read(), request.model);
+        const data = rawToTensorData(input.name, input.datatype, input.shape, await slice.read(), request.model);
         return { ...input, data };
       }),
     );
@@ -176,45 +177,11 @@ function writtenOnDevice(t: InferOutput, slice: RegionSlice | undefined): InferO
 /** A device input: its size checked like a binary input's, its data left on the device (`data` empty). */
 function deviceInput(input: InferInput, buffer: DeviceBuffer, model: string): InferInput {
   const count = elementCount(input.shape, `input '${input.name}'`);
-  const expected = count * DATATYPES[input.datatype].byteSize;
-  if (buffer.byteSize !== expected) {
-    throw new InvalidArgError(
-      `input byte size mismatch for input '${input.name}' for model '${model}'. Expected ${expected}, got ${buffer.byteSize}`,
-    );
-  }
+  checkFixedByteSize(input.name, input.datatype, count, buffer.byteSize, model);
   return { ...input, data: emptyOf(input.datatype), device: buffer };
 }
 
 function emptyOf(datatype: DataType): TensorData {
   const Ctor = DATATYPES[datatype].array;
   return Ctor === undefined ? [] : new Ctor(0);
-}
-
-/**
- * The bytes of one input as tensor data, checked like a binary input (the wording clients match on: "input byte
- * size mismatch"); the element count is checked against the bytes before anything is allocated from the shape.
- */
-function toTensorData(
-  name: string,
-  datatype: keyof typeof DATATYPES,
-  shape: readonly number[],
-  bytes: Uint8Array,
-  model: string,
-): TensorData {
-  const count = elementCount(shape, `input '${name}'`);
-  if (datatype === 'BYTES') {
-    if (count > bytes.byteLength / 4) {
-      throw new InvalidArgError(
-        `unexpected number of string elements for input '${name}' for model '${model}': shape [${shape.join(',')}] has ${count} elements, but ${bytes.byteLength} bytes hold at most ${Math.floor(bytes.byteLength / 4)}`,
-      );
-    }
-    return decodeBytes(bytes, count, name);
-  }
-  const expected = count * DATATYPES[datatype].byteSize;
-  if (bytes.byteLength !== expected) {
-    throw new InvalidArgError(
-      `input byte size mismatch for input '${name}' for model '${model}'. Expected ${expected}, got ${bytes.byteLength}`,
-    );
-  }
-  return viewFixed(datatype, bytes);
 }
