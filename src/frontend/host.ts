@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { MessagePort } from 'node:worker_threads';
 import { InvalidArgError, type NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import type { ConsoleSources } from '../console/index.js';
+import type { ConsoleCategory, ConsoleSources } from '../console/index.js';
 import type { InferResponse } from '../core/inference.js';
 import type { InferenceServerApi, ResolvedModel } from '../server/api.js';
 import { Outbox } from './outbox.js';
@@ -17,9 +17,9 @@ import {
   type ErrorMessage,
   type InferMessage,
   type ReplyMessage,
-  type SyncMethod,
   type WireError,
 } from './wire.js';
+import { answerFacadeCall, isFacadeMethod, joinSignal, type SyncMethod } from './methods.js';
 
 /** Model lookups one thread may hold tokens for (see #sync's checkModel). */
 const MAX_TOKENS = 4096;
@@ -199,101 +199,61 @@ export class FrontEndHost {
     );
   }
 
+  /** An async facade call: dispatched by its row in FACADE_METHODS, its options given this side's signal. */
   #call([, id, signalId, method, args]: CallMessage): void {
     const reply = (ok: boolean, value: unknown): void => {
       const msg: ReplyMessage = [Tag.REPLY, id, ok, value];
       this.#outbox.send(msg, undefined, (err) => this.#outbox.send([Tag.REPLY, id, false, errorToData(err)]));
     };
-    const opts = { ...(args[1] as object), signal: this.#signal(signalId) };
-    const run =
-      method === 'loadModel'
-        ? this.#api.loadModel(args[0] as string, opts)
-        : method === 'unloadModel'
-          ? this.#api.unloadModel(args[0] as string, opts)
-          : Promise.reject(new InvalidArgError(`unknown call '${String(method)}'`));
+    let run: Promise<unknown>;
+    try {
+      if (!isFacadeMethod(method, 'async')) throw new InvalidArgError(`unknown call '${String(method)}'`);
+      run = answerFacadeCall(this.#api, method, joinSignal(args, this.#signal(signalId)));
+    } catch (err) {
+      run = Promise.reject(err);
+    }
     run.then(
-      () => reply(true, undefined),
+      (value) => reply(true, value),
       (err: unknown) => reply(false, errorToData(err)),
     );
   }
 
+  /** A sync call: the ones answered here by name, then any sync row of FACADE_METHODS. */
   #sync(method: SyncMethod, args: unknown[]): unknown {
-    const api = this.#api;
-    const [a, b] = args as [never, never];
     switch (method) {
-      case 'checkModel': {
-        const r = api.checkModel(a, b);
-        const token = ++this.#nextToken;
-        this.#tokens.set(token, r.key ?? r);
-        // Only version strings that resolve make a token ("1", "01", "001": all version 1), but a client could
-        // still grow the map: past MAX_TOKENS the oldest go, and a request carrying one is answered `stale`.
-        if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as number);
-        return {
-          name: r.name,
-          version: r.version,
-          maxBatchSize: r.maxBatchSize,
-          inputs: r.inputs,
-          decoupled: r.decoupled,
-          token,
-        };
-      }
-      case 'isLive':
-        return api.isLive();
-      case 'isReady':
-        return api.isReady();
-      case 'metadata':
-        return api.metadata();
-      case 'modelMetadata':
-        return api.modelMetadata(a, b);
-      case 'modelReady':
-        return api.modelReady(a, b);
-      case 'modelConfig':
-        return api.modelConfig(a, b);
-      case 'repositoryIndex':
-        return api.repositoryIndex(a);
-      case 'modelStatistics':
-        return api.modelStatistics(a, b);
-      case 'logSettings':
-        return api.logSettings();
-      case 'updateLogSettings':
-        return api.updateLogSettings(a);
-      case 'traceSettings':
-        return api.traceSettings(a);
-      case 'updateTraceSettings':
-        return api.updateTraceSettings(a, b);
-      case 'systemSharedMemoryStatus':
-        return api.systemSharedMemoryStatus(a);
-      case 'checkSystemSharedMemoryRegister':
-        return api.checkSystemSharedMemoryRegister(a);
-      case 'registerSystemSharedMemory': {
-        const [name, key, offset, byteSize] = args as [string, string, bigint, bigint];
-        return api.registerSystemSharedMemory(name, key, offset, byteSize);
-      }
-      case 'unregisterSystemSharedMemory':
-        return api.unregisterSystemSharedMemory(a);
-      case 'cudaSharedMemoryStatus':
-        return api.cudaSharedMemoryStatus(a);
-      case 'checkCudaSharedMemoryRegister':
-        return api.checkCudaSharedMemoryRegister(a);
-      case 'registerCudaSharedMemory': {
-        const [name, rawHandle, deviceId, byteSize] = args as [string, Uint8Array, bigint, bigint];
-        return api.registerCudaSharedMemory(name, rawHandle, deviceId, byteSize);
-      }
-      case 'unregisterCudaSharedMemory':
-        return api.unregisterCudaSharedMemory(a);
+      case 'checkModel':
+        return this.#checkModel(args[0] as string, args[1] as string | undefined);
       case 'consoleLogs': {
         const logs = this.#console?.logs;
         if (logs === undefined) throw new InvalidArgError('this server keeps no log lines for the console');
-        return logs.json(a);
+        return logs.json(args[0] as number | undefined);
       }
       case 'consoleLatency':
-        return this.#console?.latency.summary(a) ?? [];
+        return this.#console?.latency.summary(args[0] as number) ?? [];
       case 'consoleAccess':
         // The thread's request as plain data: the rule reads its method, url and headers (ConsoleAccess).
-        return this.#console?.access?.(a as IncomingMessage, b);
-      default:
-        throw new InvalidArgError(`unknown call '${String(method)}'`);
+        return this.#console?.access?.(args[0] as IncomingMessage, args[1] as ConsoleCategory);
     }
+    if (!isFacadeMethod(method, 'sync')) throw new InvalidArgError(`unknown call '${String(method)}'`);
+    return answerFacadeCall(this.#api, method, args);
+  }
+
+  /** A lookup for the thread's cache, with a token naming its identity (see the class comment). */
+  #checkModel(name: string, version: string | undefined): ResolvedModel & { token: number } {
+    const r = this.#api.checkModel(name, version);
+    const token = ++this.#nextToken;
+    this.#tokens.set(token, r.key ?? r);
+    // Only version strings that resolve make a token ("1", "01", "001": all version 1), but a client could
+    // still grow the map: past MAX_TOKENS the oldest go, and a request carrying one is answered `stale`.
+    if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value as number);
+    return {
+      name: r.name,
+      version: r.version,
+      maxBatchSize: r.maxBatchSize,
+      inputs: r.inputs,
+      decoupled: r.decoupled,
+      token,
+    };
   }
 
   /** A front-end thread's log record, written by the server's logger (its switches and destination apply). */

@@ -1,22 +1,9 @@
 import { errorFromData, errorToData } from '../core/errors.js';
 import type { MessagePort } from 'node:worker_threads';
-import type { ModelConfig } from '../config/model-config.js';
 import { NereidError } from '../core/errors.js';
 import type { InferRequest, InferResponse } from '../core/inference.js';
-import type {
-  InferenceServerApi,
-  InferOptions,
-  LoadOptions,
-  LogSettings,
-  ModelIndexEntry,
-  ModelMetadata,
-  ModelStatistics,
-  ResolvedModel,
-  ServerMetadata,
-  SystemSharedMemoryStatus,
-  CudaSharedMemoryStatus,
-  TraceSettings,
-} from '../server/api.js';
+import type { FacadeMethod, InferenceServerApi, InferOptions, ResolvedModel, ServerMetadata } from '../server/api.js';
+import { forwardingApi, splitSignal, type AsyncMethod } from './methods.js';
 import { Outbox } from './outbox.js';
 import type { SyncCaller } from './sync-call.js';
 import {
@@ -24,7 +11,6 @@ import {
   packInfer,
   Tag,
   unpackResult,
-  type AsyncMethod,
   type CallMessage,
   type ErrorMessage,
   type ReplyMessage,
@@ -74,7 +60,10 @@ interface Lookup extends ResolvedModel {
   readonly token: number;
 }
 
-export class ProxyServerApi implements InferenceServerApi {
+/** Rows of FACADE_METHODS this proxy answers itself: checkModel from its cache, metadata asked once. */
+type OwnMethods = 'checkModel' | 'metadata';
+
+export class ProxyServerApi extends forwardingApi<OwnMethods>() implements InferenceServerApi {
   readonly #outbox: Outbox;
   readonly #sync: SyncCaller;
   readonly #pending = new Map<number, Pending>();
@@ -90,6 +79,7 @@ export class ProxyServerApi implements InferenceServerApi {
   #failed: NereidError | undefined;
 
   constructor(port: MessagePort, sync: SyncCaller) {
+    super();
     this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer));
     this.#sync = sync;
   }
@@ -227,110 +217,30 @@ export class ProxyServerApi implements InferenceServerApi {
     }).unref();
   }
 
-  #call<T>(method: AsyncMethod, args: unknown[], signal: AbortSignal | undefined): Promise<T> {
-    if (this.#failed) return Promise.reject(this.#failed);
+  protected forwardSync(method: FacadeMethod<'sync'>, args: unknown[]): unknown {
+    return this.#sync.call(method, args);
+  }
+
+  protected async forwardAsync(method: AsyncMethod, args: unknown[]): Promise<unknown> {
+    if (this.#failed) throw this.#failed;
+    const { args: sent, signal } = splitSignal(args);
     const id = ++this.#nextId;
-    const answer = new Promise<T>((resolve, reject) =>
-      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject, signal, lookup: undefined }),
+    const answer = new Promise<unknown>((resolve, reject) =>
+      this.#pending.set(id, { resolve, reject, signal, lookup: undefined }),
     );
-    const msg: CallMessage = [Tag.CALL, id, this.#signalId(signal), method, args];
+    const msg: CallMessage = [Tag.CALL, id, this.#signalId(signal), method, sent];
     this.#outbox.send(msg, undefined, (err) => this.#fail(id, err));
-    return answer;
-  }
-
-  async loadModel(name: string, opts: LoadOptions & { signal?: AbortSignal } = {}): Promise<void> {
-    const { signal, ...rest } = opts;
-    await this.#call('loadModel', [name, rest], signal);
-    // Lookups of other models may have changed with it (a dependent); the main thread corrects any it misses.
+    const value = await answer;
+    // Async calls load and unload models: lookups of other models may have changed with them (a dependent). The
+    // main thread corrects any this misses.
     this.#lookups.clear();
-  }
-
-  async unloadModel(name: string, opts: { unloadDependents?: boolean; signal?: AbortSignal } = {}): Promise<void> {
-    const { signal, ...rest } = opts;
-    await this.#call('unloadModel', [name, rest], signal);
-    this.#lookups.clear();
-  }
-
-  isLive(): boolean {
-    return this.#sync.call('isLive', []);
-  }
-
-  isReady(): boolean {
-    return this.#sync.call('isReady', []);
+    return value;
   }
 
   /** The server's name, version and extensions never change while it runs: asked once. */
   metadata(): ServerMetadata {
     this.#metadata ??= this.#sync.call<ServerMetadata>('metadata', []);
     return this.#metadata;
-  }
-
-  modelMetadata(name: string, version?: string): ModelMetadata {
-    return this.#sync.call('modelMetadata', [name, version]);
-  }
-
-  modelReady(name: string, version?: string): boolean {
-    return this.#sync.call('modelReady', [name, version]);
-  }
-
-  modelConfig(name: string, version?: string): ModelConfig {
-    return this.#sync.call('modelConfig', [name, version]);
-  }
-
-  repositoryIndex(opts?: { ready?: boolean }): ModelIndexEntry[] {
-    return this.#sync.call('repositoryIndex', [opts]);
-  }
-
-  modelStatistics(name?: string, version?: string): ModelStatistics[] {
-    return this.#sync.call('modelStatistics', [name, version]);
-  }
-
-  logSettings(): LogSettings {
-    return this.#sync.call('logSettings', []);
-  }
-
-  updateLogSettings(update: Partial<Record<keyof LogSettings, unknown>>): LogSettings {
-    return this.#sync.call('updateLogSettings', [update]);
-  }
-
-  traceSettings(model?: string): TraceSettings {
-    return this.#sync.call('traceSettings', [model]);
-  }
-
-  updateTraceSettings(model: string | undefined, update: Record<string, unknown>): TraceSettings {
-    return this.#sync.call('updateTraceSettings', [model, update]);
-  }
-
-  systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[] {
-    return this.#sync.call('systemSharedMemoryStatus', [name]);
-  }
-
-  checkSystemSharedMemoryRegister(name: string): void {
-    this.#sync.call('checkSystemSharedMemoryRegister', [name]);
-  }
-
-  registerSystemSharedMemory(name: string, key: string, offset: bigint, byteSize: bigint): void {
-    this.#sync.call('registerSystemSharedMemory', [name, key, offset, byteSize]);
-  }
-
-  unregisterSystemSharedMemory(name?: string): void {
-    this.#sync.call('unregisterSystemSharedMemory', [name]);
-  }
-
-  cudaSharedMemoryStatus(name?: string): CudaSharedMemoryStatus[] {
-    return this.#sync.call('cudaSharedMemoryStatus', [name]);
-  }
-
-  checkCudaSharedMemoryRegister(name: string): void {
-    this.#sync.call('checkCudaSharedMemoryRegister', [name]);
-  }
-
-  registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: bigint, byteSize: bigint): void {
-    this.#sync.call('registerCudaSharedMemory', [name, rawHandle, deviceId, byteSize]);
-  }
-
-  unregisterCudaSharedMemory(name?: string): void {
-    this.#sync.call('unregisterCudaSharedMemory', [name]);
   }
 
   /** The server belongs to the main thread; a front end never closes it. */

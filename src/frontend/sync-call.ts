@@ -1,7 +1,8 @@
 import { errorFromData, errorToData } from '../core/errors.js';
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { UnavailableError } from '../core/errors.js';
-import { type SyncMethod, type WireError } from './wire.js';
+import type { SyncMethod } from './methods.js';
+import type { WireError } from './wire.js';
 
 /**
  * Synchronous calls from a front-end thread to the main thread, for the facade methods the protocols call without

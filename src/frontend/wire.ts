@@ -1,6 +1,7 @@
 import * as workerThreads from 'node:worker_threads';
 import type { FixedTypedArray } from '../core/datatypes.js';
 import { InternalError, type ErrorData } from '../core/errors.js';
+import type { AsyncMethod } from './methods.js';
 import type {
   InferInput,
   InferOutput,
@@ -294,34 +295,9 @@ export function unpackResult(msg: ResultMessage, arena: ArrayBuffer | undefined)
 /** `[ERROR, id, stale, error]`: an infer that failed. */
 export type ErrorMessage = [typeof Tag.ERROR, number, boolean, WireError];
 
-/** `[CALL, id, signalId, method, args]` → `[REPLY, id, ok, value | WireError]`: the asynchronous facade methods. */
+/**
+ * `[CALL, id, signalId, method, args]` → `[REPLY, id, ok, value | WireError]`: the asynchronous facade methods
+ * (methods.ts); `args` are the call's without its options' signal, which `signalId` names.
+ */
 export type CallMessage = [typeof Tag.CALL, number, number, AsyncMethod, unknown[]];
 export type ReplyMessage = [typeof Tag.REPLY, number, boolean, unknown];
-export type AsyncMethod = 'loadModel' | 'unloadModel';
-
-/** The synchronous facade methods a front-end thread asks the main thread for (sync-call.ts). */
-export type SyncMethod =
-  | 'isLive'
-  | 'isReady'
-  | 'metadata'
-  | 'modelMetadata'
-  | 'modelReady'
-  | 'modelConfig'
-  | 'checkModel'
-  | 'repositoryIndex'
-  | 'modelStatistics'
-  | 'logSettings'
-  | 'updateLogSettings'
-  | 'traceSettings'
-  | 'updateTraceSettings'
-  | 'systemSharedMemoryStatus'
-  | 'checkSystemSharedMemoryRegister'
-  | 'registerSystemSharedMemory'
-  | 'unregisterSystemSharedMemory'
-  | 'cudaSharedMemoryStatus'
-  | 'checkCudaSharedMemoryRegister'
-  | 'registerCudaSharedMemory'
-  | 'unregisterCudaSharedMemory'
-  | 'consoleLogs'
-  | 'consoleLatency'
-  | 'consoleAccess';

@@ -135,3 +135,72 @@ export interface InferenceServerExtensions {
   registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: bigint, byteSize: bigint): void;
   unregisterCudaSharedMemory(name?: string): void;
 }
+
+/**
+ * How a facade method crosses to the server when the caller runs in a front-end thread (src/frontend/): the one
+ * list of the facade's methods that the thread's forwarding proxy and the main thread's host derive from, so a new
+ * method is its declaration above, its implementation in server.ts, and one row here.
+ * - `sync`: returns at once; the thread sleeps until the main thread answers (frontend/sync-call.ts).
+ * - `async`: returns a promise and takes `CallOptions` last; its signal crosses as an id, the rest as data.
+ * - `infer`: its own packed path (frontend/wire.ts), the one the throughput depends on.
+ * - `local`: answered by the caller's side alone (a front end never closes the main thread's server).
+ */
+export type FacadeMethodKind = 'sync' | 'async' | 'infer' | 'local';
+
+type Api = InferenceServerApi;
+type IsPromise<T> = T extends PromiseLike<unknown> ? true : false;
+type LastParameter<F> = F extends (...args: infer P) => unknown
+  ? P extends [...unknown[], infer L]
+    ? L
+    : never
+  : never;
+
+/** The kind a row may give method `K`: a row that does not fit the method's signature does not compile. */
+type Fits<K extends keyof Api, Kind> = Kind extends 'sync'
+  ? IsPromise<ReturnType<Api[K]>> extends false
+    ? Kind
+    : never
+  : Kind extends 'async'
+    ? IsPromise<ReturnType<Api[K]>> extends true
+      ? LastParameter<Api[K]> extends CallOptions | undefined
+        ? Kind
+        : never
+      : never
+    : Kind;
+
+const FACADE_ROWS = {
+  isLive: 'sync',
+  isReady: 'sync',
+  metadata: 'sync',
+  modelMetadata: 'sync',
+  modelReady: 'sync',
+  modelConfig: 'sync',
+  checkModel: 'sync',
+  infer: 'infer',
+  close: 'local',
+  repositoryIndex: 'sync',
+  loadModel: 'async',
+  unloadModel: 'async',
+  modelStatistics: 'sync',
+  logSettings: 'sync',
+  updateLogSettings: 'sync',
+  traceSettings: 'sync',
+  updateTraceSettings: 'sync',
+  systemSharedMemoryStatus: 'sync',
+  checkSystemSharedMemoryRegister: 'sync',
+  registerSystemSharedMemory: 'sync',
+  unregisterSystemSharedMemory: 'sync',
+  cudaSharedMemoryStatus: 'sync',
+  checkCudaSharedMemoryRegister: 'sync',
+  registerCudaSharedMemory: 'sync',
+  unregisterCudaSharedMemory: 'sync',
+} as const satisfies Record<keyof Api, FacadeMethodKind>;
+
+/** Every method of InferenceServerApi with its kind: a missing, extra or ill-fitting row is a type error. */
+export const FACADE_METHODS: Readonly<{ [K in keyof Api]: Fits<K, (typeof FACADE_ROWS)[K]> }> =
+  Object.freeze(FACADE_ROWS);
+
+/** The facade methods of one kind. */
+export type FacadeMethod<Kind extends FacadeMethodKind> = {
+  [K in keyof Api]: (typeof FACADE_METHODS)[K] extends Kind ? K : never;
+}[keyof Api];
