@@ -215,7 +215,12 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
 
   it('LIFECYCLE - an unload during a slow load wins: the load is cancelled and the model stays unloaded', async () => {
     const load = post(s.url, '/v2/repository/models/slow_load/load');
-    await sleep(150);
+    // Unload once the load is under way (an event, not a fixed sleep that a loaded machine can overrun: then the
+    // unload would come first and the load after it would rightly win).
+    for (let i = 0; i < 1000; i++) {
+      if ((await index(s.url)).find((m) => m.name === 'slow_load')?.state === 'LOADING') break;
+      await sleep(5);
+    }
     const unload = await post(s.url, '/v2/repository/models/slow_load/unload');
     assert.equal(unload.status, 200, JSON.stringify(unload.body));
     const loaded = await load;
