@@ -102,7 +102,14 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
 
   it('FAULT - a thread that dies mid-request fails it with INTERNAL naming the instance; the instance is restarted and the model is READY again', async () => {
     const inflight = infer(s.url, 'crashy');
-    await sleep(80);
+    // Crash once the request runs on the instance (its pool has none idle), not after a fixed sleep that a loaded
+    // machine overruns: crashed before the request arrived, it would be answered UNAVAILABLE from the queue.
+    const pool = () =>
+      s.server
+        .models()
+        .find((x) => x.name === 'crashy')
+        ?.versions.get(1)?.pool;
+    for (let i = 0; i < 2000 && pool()?.idle !== 0; i++) await sleep(5);
     const [instance] = instancesOf(s, 'crashy');
     instance.__crash?.();
     const r = await inflight;
