@@ -102,7 +102,14 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
 
   it('FAULT - a thread that dies mid-request fails it with INTERNAL naming the instance; the instance is restarted and the model is READY again', async () => {
     const inflight = infer(s.url, 'crashy');
-    await sleep(80);
+    // Crash once the request runs on the instance (its pool has none idle), not after a fixed sleep that a loaded
+    // machine overruns: crashed before the request arrived, it would be answered UNAVAILABLE from the queue.
+    const pool = () =>
+      s.server
+        .models()
+        .find((x) => x.name === 'crashy')
+        ?.versions.get(1)?.pool;
+    for (let i = 0; i < 2000 && pool()?.idle !== 0; i++) await sleep(5);
     const [instance] = instancesOf(s, 'crashy');
     instance.__crash?.();
     const r = await inflight;
@@ -215,7 +222,12 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
 
   it('LIFECYCLE - an unload during a slow load wins: the load is cancelled and the model stays unloaded', async () => {
     const load = post(s.url, '/v2/repository/models/slow_load/load');
-    await sleep(150);
+    // Unload once the load is under way (an event, not a fixed sleep that a loaded machine can overrun: then the
+    // unload would come first and the load after it would rightly win).
+    for (let i = 0; i < 1000; i++) {
+      if ((await index(s.url)).find((m) => m.name === 'slow_load')?.state === 'LOADING') break;
+      await sleep(5);
+    }
     const unload = await post(s.url, '/v2/repository/models/slow_load/unload');
     assert.equal(unload.status, 200, JSON.stringify(unload.body));
     const loaded = await load;
