@@ -2,6 +2,7 @@ import { errorFromData } from '../core/errors.js';
 import { MessageChannel, type Worker } from 'node:worker_threads';
 import { CancelledError, InvalidArgError, type NereidError } from '../core/errors.js';
 import { noopLogger, type Logger } from '../core/logger.js';
+import { RestartBackoff } from '../core/restart-policy.js';
 import type { ConsoleSources } from '../console/index.js';
 import type { InferenceServerApi } from '../server/api.js';
 import { DEFAULT_DRAIN_IDLE_MS } from '../protocol/http/server.js';
@@ -15,9 +16,9 @@ import { Tag, type WireError } from './wire.js';
  * the ports through SO_REUSEPORT (the kernel spreads connections among them), against the one InferenceServer of
  * the main thread (host.ts, proxy.ts). The first thread resolves port 0; the others bind the port it got.
  *
- * Faults: a thread that exits while the pool is open (an uncaught exception, an abort) is replaced, after 100 ms
- * doubling per consecutive death up to 30 s and reset after 30 s of stable life (the instance pool's rule); what it
- * had in flight on the main thread is cancelled (nobody is left to answer). Its sockets die with it: the kernel
+ * Faults: a thread that exits while the pool is open (an uncaught exception, an abort) is replaced after the backoff
+ * of core/restart-policy.ts, the instance pool's too (100 ms doubling per consecutive death up to 30 s, reset by 30 s
+ * of life since the thread listened); what it had in flight on the main thread is cancelled (nobody is left to answer). Its sockets die with it: the kernel
  * gives new connections to the threads still listening.
  *
  * Shutdown: `close({ drainMs, idleMs })` asks every thread to close its listeners and drain as the main thread
@@ -82,10 +83,6 @@ export function defaultThreadCount(cores: number): number {
   return REUSE_PORT_SUPPORTED && cores >= 4 ? cores : 1;
 }
 
-const MIN_BACKOFF_MS = 100;
-const MAX_BACKOFF_MS = 30_000;
-const STABLE_MS = 30_000;
-
 interface Ready {
   httpPort?: number;
   httpAddress?: string;
@@ -99,7 +96,6 @@ class FrontEndThread {
   readonly host: FrontEndHost;
   readonly ready: Promise<Ready>;
   readonly exited: Promise<number>;
-  readonly startedAt = performance.now();
   closing = false;
 
   constructor(
@@ -180,9 +176,9 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
   }
   const logger = opts.logger ?? noopLogger;
   const threads: FrontEndThread[] = [];
-  const deaths = new Array<number>(opts.threads).fill(0);
+  // A pending replacement keeps the process alive: the threads are what serves.
+  const backoffs = Array.from({ length: opts.threads }, () => new RestartBackoff({ keepAlive: true }));
   const connections = new SharedArrayBuffer(4 * opts.threads);
-  const timers = new Set<NodeJS.Timeout>();
   let settings = opts;
   let restarts = 0;
   let closing: Promise<void> | undefined;
@@ -192,32 +188,32 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
     Atomics.store(new Int32Array(connections), index, 0);
     const t = new FrontEndThread(index, api, settings, connections, logger);
     threads[index] = t;
+    // Its life counts from when it listens: a thread that never did is a failed start.
+    t.ready.then(
+      () => backoffs[index].up(),
+      () => undefined,
+    );
     void t.exited.then((code) => {
       if (t.closing || closing !== undefined || threads[index] !== t) return;
-      if (performance.now() - t.startedAt > STABLE_MS) deaths[index] = 0;
-      const delay = Math.min(MAX_BACKOFF_MS, MIN_BACKOFF_MS * 2 ** deaths[index]++);
-      logger.error(
-        { frontEnd: index, code },
-        `front-end thread ${index} exited (code ${code}); starting a replacement in ${delay} ms`,
-      );
-      const timer = setTimeout(() => {
-        timers.delete(timer);
+      const delay = backoffs[index].schedule(() => {
         if (closing !== undefined) return;
         restarts++;
         start(index).ready.then(
           () => logger.info({ frontEnd: index }, `front-end thread ${index} replaced`),
           (err: unknown) => logger.error({ err, frontEnd: index }, `replacing front-end thread ${index} failed`),
         );
-      }, delay);
-      timers.add(timer);
+      });
+      logger.error(
+        { frontEnd: index, code },
+        `front-end thread ${index} exited (code ${code}); starting a replacement in ${delay} ms`,
+      );
     });
     return t;
   };
 
   const closeAll = (drain: Required<DrainOptions>): Promise<void> => {
     closing ??= (async () => {
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
+      for (const b of backoffs) b.cancel();
       await Promise.all(
         threads.map(async (t) => {
           // A thread still starting finishes its start (or fails it) before it can drain.

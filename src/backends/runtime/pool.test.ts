@@ -57,7 +57,10 @@ async function pool(opts: { failCreate?: () => boolean } = {}) {
     logLevel: 'silent',
     logger: noopLogger,
   });
-  const p = await InstancePool.create(handle, [spec], { logger: noopLogger, backoffMs: 20, maxBackoffMs: 200 });
+  const p = await InstancePool.create(handle, [spec], {
+    logger: noopLogger,
+    restart: { initialMs: 20, maxMs: 200 },
+  });
   const health: PoolHealth[] = [];
   p.on({ health: (h) => health.push(h) });
   return { p, engines, health };

@@ -1,13 +1,15 @@
 import { NereidError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { RestartBackoff, type RestartPolicy } from '../../core/restart-policy.js';
 import type { Instance, InstanceSpec, ModelHandle } from '../contract.js';
 
 /**
  * The instances of one model version and their health (Triton's model instances, plus what Triton lacks: a
  * dead instance is replaced). Schedulers `take()` an idle instance and `give()` it back after a batch. When an
  * instance dies (its thread or process exited, or its engine faulted), it leaves the rotation at once, its
- * in-flight requests have already failed with an INTERNAL error naming it, and a replacement is created after a
- * backoff that doubles while instances keep dying (so a crash loop costs little CPU). `onHealth` reports every
+ * in-flight requests have already failed with an INTERNAL error naming it, and a replacement is created after the
+ * backoff of core/restart-policy.ts (the front-end threads' too): 100 ms doubling per consecutive death or failed
+ * re-creation up to 30 s, reset by 30 s of healthy life. `onHealth` reports every
  * change; the model's lifecycle turns it into READY / UNAVAILABLE with the reason.
  */
 
@@ -21,20 +23,15 @@ export interface PoolHealth {
 
 export interface PoolOptions {
   logger: Logger;
-  /** First restart delay; doubles per consecutive death of a slot, up to `maxBackoffMs`. */
-  backoffMs?: number;
-  maxBackoffMs?: number;
-  /** An instance that lived this long before dying restarts after `backoffMs` again. */
-  stableMs?: number;
+  /** The restart backoff of each slot (tests shorten it); DEFAULT_RESTART_POLICY's where left out. */
+  restart?: Partial<RestartPolicy>;
 }
 
 interface Slot {
   spec: InstanceSpec;
   instance: Instance | undefined;
-  /** Consecutive deaths (or failed re-creations) without a stable life in between. */
-  deaths: number;
-  startedAt: number;
-  timer: NodeJS.Timeout | undefined;
+  /** When to re-create it: up() once it runs, schedule() when it dies or a re-creation fails. */
+  backoff: RestartBackoff;
   lastError: string;
 }
 
@@ -42,7 +39,7 @@ export class InstancePool {
   readonly #handle: ModelHandle;
   readonly #slots: Slot[];
   readonly #idle: Instance[] = [];
-  readonly #opts: Required<PoolOptions>;
+  readonly #logger: Logger;
   #onHealth: (h: PoolHealth) => void = () => {};
   #onIdle: () => void = () => {};
   #closed = false;
@@ -50,8 +47,9 @@ export class InstancePool {
   private constructor(handle: ModelHandle, slots: Slot[], opts: PoolOptions) {
     this.#handle = handle;
     this.#slots = slots;
-    this.#opts = { backoffMs: 100, maxBackoffMs: 30_000, stableMs: 30_000, ...opts };
+    this.#logger = opts.logger;
     for (const s of slots) {
+      s.backoff.up();
       this.#watch(s);
       this.#idle.push(s.instance as Instance);
     }
@@ -74,13 +72,10 @@ export class InstancePool {
       await Promise.all(ok.map((i) => i.destroy().catch(() => undefined)));
       throw failed?.reason ?? NereidError.from(signal?.reason);
     }
-    const now = performance.now();
     const slots = specs.map((spec, i): Slot => ({
       spec,
       instance: ok[i],
-      deaths: 0,
-      startedAt: now,
-      timer: undefined,
+      backoff: new RestartBackoff(opts.restart),
       lastError: '',
     }));
     return new InstancePool(handle, slots, opts);
@@ -137,9 +132,7 @@ export class InstancePool {
       const i = this.#idle.indexOf(instance);
       if (i >= 0) this.#idle.splice(i, 1);
       slot.lastError = err.message;
-      if (performance.now() - slot.startedAt >= this.#opts.stableMs) slot.deaths = 0;
-      slot.deaths++;
-      this.#opts.logger.error({ instance: slot.spec.name, err }, `instance ${slot.spec.name} died: ${err.message}`);
+      this.#logger.error({ instance: slot.spec.name, err }, `instance ${slot.spec.name} died: ${err.message}`);
       // Release what is left of it (a faulted engine still holds its session).
       void instance.destroy().catch(() => undefined);
       this.#onHealth(this.health());
@@ -148,16 +141,11 @@ export class InstancePool {
   }
 
   #scheduleRestart(slot: Slot): void {
-    const delay = Math.min(this.#opts.maxBackoffMs, this.#opts.backoffMs * 2 ** (slot.deaths - 1));
-    this.#opts.logger.info(
+    const delay = slot.backoff.schedule(() => void this.#restart(slot));
+    this.#logger.info(
       { instance: slot.spec.name, delayMs: delay },
       `restarting instance ${slot.spec.name} in ${delay} ms`,
     );
-    slot.timer = setTimeout(() => {
-      slot.timer = undefined;
-      void this.#restart(slot);
-    }, delay);
-    slot.timer.unref();
   }
 
   async #restart(slot: Slot): Promise<void> {
@@ -166,9 +154,8 @@ export class InstancePool {
     try {
       instance = await this.#handle.createInstance(slot.spec);
     } catch (err) {
-      slot.deaths++;
       slot.lastError = `re-creation failed: ${NereidError.from(err).message}`;
-      this.#opts.logger.error({ instance: slot.spec.name, err }, `instance ${slot.spec.name} could not be restarted`);
+      this.#logger.error({ instance: slot.spec.name, err }, `instance ${slot.spec.name} could not be restarted`);
       this.#onHealth(this.health());
       this.#scheduleRestart(slot);
       return;
@@ -178,11 +165,11 @@ export class InstancePool {
       return;
     }
     slot.instance = instance;
-    slot.startedAt = performance.now();
+    slot.backoff.up();
     slot.lastError = '';
     this.#watch(slot);
     this.#idle.push(instance);
-    this.#opts.logger.info({ instance: slot.spec.name }, `instance ${slot.spec.name} restarted`);
+    this.#logger.info({ instance: slot.spec.name }, `instance ${slot.spec.name} restarted`);
     this.#onHealth(this.health());
     this.#onIdle();
   }
@@ -192,7 +179,7 @@ export class InstancePool {
     if (this.#closed) return;
     this.#closed = true;
     this.#idle.length = 0;
-    for (const s of this.#slots) if (s.timer) clearTimeout(s.timer);
+    for (const s of this.#slots) s.backoff.cancel();
     await Promise.all(this.#slots.map((s) => s.instance?.destroy().catch(() => undefined) ?? Promise.resolve()));
   }
 }
