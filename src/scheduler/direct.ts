@@ -1,6 +1,7 @@
 import type { EngineRequest, Instance } from '../backends/contract.js';
 import { CancelWatch } from '../core/cancel-watch.js';
-import { CancelledError, UnavailableError } from '../core/errors.js';
+import { CancelledError } from '../core/errors.js';
+import { Drain } from './drain.js';
 import { BatchCancels, runBatch, type Member } from './run-batch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
@@ -17,12 +18,10 @@ export class DirectScheduler implements Scheduler {
     if (i < 0) return;
     this.#queue.splice(i, 1);
     item.reject(new CancelledError('request was cancelled while queued'));
-    this.#checkDrained();
+    this.#drain.check();
   });
-  #inflight = 0;
   readonly #running = new BatchCancels();
-  #stopped = false;
-  #drained: (() => void)[] = [];
+  readonly #drain = new Drain(() => this.#queue.length);
 
   constructor(ctx: SchedulerContext) {
     this.#ctx = ctx;
@@ -34,7 +33,7 @@ export class DirectScheduler implements Scheduler {
   }
 
   enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
-    if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
+    if (this.#drain.stopping) return this.#drain.refusal();
     const { signal, onResponse } = opts;
     if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     return new Promise<ScheduledResult>((resolve, reject) => {
@@ -56,12 +55,11 @@ export class DirectScheduler implements Scheduler {
   }
 
   #run(instance: Instance, item: Member): void {
-    this.#inflight++;
+    this.#drain.begin();
     void runBatch(instance, [item], this.#ctx, this.#running, (_m, answer) => answer()).finally(() => {
-      this.#inflight--;
       this.#ctx.pool.give(instance);
+      this.#drain.end();
       this.#pump();
-      this.#checkDrained();
     });
   }
 
@@ -70,19 +68,11 @@ export class DirectScheduler implements Scheduler {
       this.#cancels.unwatch(item.signal, item);
       item.reject(err);
     }
-    this.#checkDrained();
+    this.#drain.check();
   }
 
-  #checkDrained(): void {
-    if (this.#stopped && this.#inflight === 0 && this.#queue.length === 0) {
-      for (const d of this.#drained.splice(0)) d();
-    }
-  }
-
+  /** Stops accepting; what is queued still runs. Idempotent. */
   stop(): Promise<void> {
-    this.#stopped = true;
-    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
-    this.#checkDrained();
-    return done;
+    return this.#drain.stop();
   }
 }

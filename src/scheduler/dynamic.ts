@@ -4,6 +4,7 @@ import type { EngineRequest, Instance } from '../backends/contract.js';
 import type { ModelDynamicBatching } from '../config/model-config.js';
 import { CancelWatch } from '../core/cancel-watch.js';
 import { CancelledError, UnavailableError } from '../core/errors.js';
+import { Drain } from './drain.js';
 import { canMerge } from './batch.js';
 import { BatchCancels, runBatch, type Member } from './run-batch.js';
 import { PriorityQueues, type QueueEntry } from './queue.js';
@@ -53,10 +54,8 @@ export class DynamicBatcher implements Scheduler {
   #timerAt = Infinity;
   /** The pump, once per turn of the event loop however often asked (once-per-turn.ts). */
   readonly #schedulePump = oncePerTurn(() => this.#pump());
-  #inflight = 0;
   readonly #running = new BatchCancels();
-  #stopped = false;
-  #drained: (() => void)[] = [];
+  readonly #drain: Drain;
   /** A queued request whose signal aborts leaves the queue and is answered CANCELLED. */
   readonly #cancels = new CancelWatch<Item>((item) => {
     if (this.#queue.remove(item)) this.#fail(item, new CancelledError('request was cancelled while queued'));
@@ -67,6 +66,7 @@ export class DynamicBatcher implements Scheduler {
     this.#ctx = ctx;
     ctx.pool.on({ idle: () => this.#schedulePump() });
     this.#queue = new PriorityQueues<Item>(opts.batching);
+    this.#drain = new Drain(() => this.#queue.size);
     this.#ragged = opts.raggedInputs ?? new Set();
     this.#maxBatch = Math.max(1, ctx.maxBatchSize);
     const preferred = (opts.batching.preferred_batch_size ?? []).filter((n) => n > 0 && n <= this.#maxBatch);
@@ -81,7 +81,7 @@ export class DynamicBatcher implements Scheduler {
   }
 
   enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
-    if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
+    if (this.#drain.stopping) return this.#drain.refusal();
     const { signal, onResponse } = opts;
     if (signal?.aborted) return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     let level: number;
@@ -128,7 +128,7 @@ export class DynamicBatcher implements Scheduler {
       this.#dispatch(plan.run, this.#ctx.pool.take() as Instance);
     }
     this.#arm(Math.min(waitUntil, this.#queue.nextDeadline()));
-    this.#checkDrained();
+    this.#drain.check();
   }
 
   /** Triton's GetDynamicBatch: the batch to run now, or how long to wait for a better one. */
@@ -154,7 +154,7 @@ export class DynamicBatcher implements Scheduler {
     // A request with device tensors never joins others (batch.ts): waiting for a bigger batch would only delay it.
     if (run[0].request.device !== undefined) return { run };
     // After stop() nothing new arrives, so there is nothing to wait for.
-    const delayExceeded = this.#stopped || now - this.#queue.oldest() >= this.#delayMs;
+    const delayExceeded = this.#drain.stopping || now - this.#queue.oldest() >= this.#delayMs;
     if (best > 0 && !delayExceeded) return { run: run.slice(0, best) };
     if (sendNow || delayExceeded || rows >= this.#maxPreferred) return { run };
     return { wait: this.#queue.oldest() + this.#delayMs };
@@ -165,7 +165,7 @@ export class DynamicBatcher implements Scheduler {
       this.#queue.remove(it);
       this.#cancels.unwatch(it.signal, it);
     }
-    this.#inflight++;
+    this.#drain.begin();
     const logger = this.#ctx.logger;
     if (logger !== undefined && (logger.level === 'debug' || logger.level === 'trace')) {
       const rows = run.reduce((n, it) => n + it.batchSize, 0);
@@ -181,8 +181,8 @@ export class DynamicBatcher implements Scheduler {
     }
     void runBatch(instance, run, this.#ctx, this.#running, (it, answer) => this.#settle(it as Item, answer)).finally(
       () => {
-        this.#inflight--;
         this.#ctx.pool.give(instance);
+        this.#drain.end();
         this.#pump();
       },
     );
@@ -193,7 +193,7 @@ export class DynamicBatcher implements Scheduler {
       this.#queue.remove(it);
       this.#fail(it, err);
     }
-    this.#checkDrained();
+    this.#drain.check();
   }
 
   /** Answers a request that ran; with preserve_ordering, only once every earlier request is answered. */
@@ -253,16 +253,9 @@ export class DynamicBatcher implements Scheduler {
     else this.#timer = setTimeout(fire, Math.floor(ms));
   }
 
-  #checkDrained(): void {
-    if (this.#stopped && this.#inflight === 0 && this.#queue.size === 0) {
-      for (const d of this.#drained.splice(0)) d();
-    }
-  }
-
   /** Stops accepting; queued requests still run (batched, without waiting for the delay); idempotent. */
   stop(): Promise<void> {
-    this.#stopped = true;
-    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
+    const done = this.#drain.stop();
     this.#pump();
     return done;
   }

@@ -1,5 +1,6 @@
 import type { EngineRequest } from '../../backends/contract.js';
-import { CancelledError, NereidError, UnavailableError } from '../../core/errors.js';
+import { CancelledError, NereidError } from '../../core/errors.js';
+import { Drain } from '../drain.js';
 import type { Parameters } from '../../core/inference.js';
 import type { Tensor } from '../../core/tensor.js';
 import type { ScheduledResult, Scheduler, ScheduleOptions } from '../scheduler.js';
@@ -38,9 +39,8 @@ const ZERO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, compu
 export class EnsembleScheduler implements Scheduler {
   readonly #graph: EnsembleGraph;
   readonly #run: StepRunner;
-  #inflight = 0;
-  #stopped = false;
-  #drained: (() => void)[] = [];
+  /** No queue of its own: it waits for the runs in flight. */
+  readonly #drain = new Drain(() => 0);
 
   constructor(graph: EnsembleGraph, run: StepRunner) {
     this.#graph = graph;
@@ -53,28 +53,18 @@ export class EnsembleScheduler implements Scheduler {
   }
 
   enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
-    if (this.#stopped) return Promise.reject(new UnavailableError('model is being unloaded'));
+    if (this.#drain.stopping) return this.#drain.refusal();
     if (opts.signal?.aborted) {
       return Promise.reject(new CancelledError('request was cancelled before it was scheduled'));
     }
-    this.#inflight++;
-    return new EnsembleRun(this.#graph, this.#run, request, opts).promise.finally(() => {
-      this.#inflight--;
-      this.#checkDrained();
-    });
+    this.#drain.begin();
+    return new EnsembleRun(this.#graph, this.#run, request, opts).promise.finally(() => this.#drain.end());
   }
 
   failQueued(): void {}
 
-  #checkDrained(): void {
-    if (this.#stopped && this.#inflight === 0) for (const d of this.#drained.splice(0)) d();
-  }
-
   stop(): Promise<void> {
-    this.#stopped = true;
-    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
-    this.#checkDrained();
-    return done;
+    return this.#drain.stop();
   }
 }
 

@@ -3,6 +3,7 @@ import { oncePerTurn } from '../once-per-turn.js';
 import type { EngineRequest, Instance } from '../../backends/contract.js';
 import { CancelWatch } from '../../core/cancel-watch.js';
 import { CancelledError, InvalidArgError, UnavailableError } from '../../core/errors.js';
+import { Drain } from '../drain.js';
 import { BatchCancels, runBatch, type Member } from '../run-batch.js';
 import type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from '../scheduler.js';
 import { planDirect, planOldest, type Head, type Plan } from './plan.js';
@@ -44,8 +45,8 @@ export class SequenceBatcher implements Scheduler {
   #timerAt = Infinity;
   /** The pump, once per turn of the event loop however often asked (once-per-turn.ts). */
   readonly #schedulePump = oncePerTurn(() => this.#pump());
-  #stopped = false;
-  #drained: (() => void)[] = [];
+  /** Counts the lanes' batches; waits for the sequences already started (they may go on after stop). */
+  readonly #drain = new Drain(() => this.#queued);
   readonly #cancels = new CancelWatch<Item>((item) =>
     this.#drop(item, new CancelledError('request was cancelled while queued')),
   );
@@ -89,7 +90,7 @@ export class SequenceBatcher implements Scheduler {
         ),
       );
     }
-    if (this.#stopped && start) {
+    if (this.#drain.stopping && start) {
       return Promise.reject(
         new UnavailableError('Server is stopping, scheduler for model has stopped accepting new inference requests'),
       );
@@ -220,7 +221,7 @@ export class SequenceBatcher implements Scheduler {
         preferred: spec.preferred,
         maxBatchSize: spec.maxBatchSize,
         ragged: this.#ragged,
-        stopping: this.#stopped,
+        stopping: this.#drain.stopping,
       },
       now,
     );
@@ -248,6 +249,7 @@ export class SequenceBatcher implements Scheduler {
     // A slot given to a backlogged sequence here needs its idle clock watched: the next pump arms it.
     if (items.some((i) => i?.end)) this.#schedulePump();
     lane.busy = true;
+    this.#drain.begin();
     this.#ctx.logger?.debug(
       { instance: instance.name, rows: members.length, requests: items.filter((i) => i !== null).length },
       `executing sequence batch of ${members.length}`,
@@ -255,6 +257,8 @@ export class SequenceBatcher implements Scheduler {
     void runBatch(instance, members, this.#ctx, this.#running, (_m, answer) => answer()).finally(() => {
       lane.busy = false;
       this.#ctx.pool.give(instance);
+      // Before the pump, whose drain check then drops the timer.
+      this.#drain.end();
       this.#pump();
     });
   }
@@ -285,10 +289,9 @@ export class SequenceBatcher implements Scheduler {
     this.#checkDrained();
   }
 
+  /** Drained: nothing is left to wake up for (idle sequences must not hold the stop). */
   #checkDrained(): void {
-    if (!this.#stopped || this.#queued > 0 || this.#slots.lanes.some((l) => l.busy)) return;
-    this.#arm(Infinity);
-    for (const d of this.#drained.splice(0)) d();
+    if (this.#drain.check()) this.#arm(Infinity);
   }
 
   /**
@@ -296,8 +299,7 @@ export class SequenceBatcher implements Scheduler {
    * finish). Resolves once nothing is queued or running; idempotent.
    */
   stop(): Promise<void> {
-    this.#stopped = true;
-    const done = new Promise<void>((resolve) => this.#drained.push(resolve));
+    const done = this.#drain.stop();
     this.#pump();
     return done;
   }
