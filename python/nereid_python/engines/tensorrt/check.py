@@ -19,13 +19,11 @@ import time
 
 
 def _tiny_plan(trt, logger) -> tuple[bytes | None, str]:
-    logger.take()
-    try:
-        builder = trt.Builder(logger)
-    except Exception:  # noqa: BLE001 - pybind11 raises when TensorRT's factory returns null
-        builder = None
+    from . import loader
+
+    builder, errors = loader.create_builder(trt, logger)
     if builder is None:
-        return None, " | ".join(logger.take()) or "TensorRT could not create its builder and logged no reason"
+        return None, " | ".join(errors) or "TensorRT could not create its builder and logged no reason"
     flags = 0
     if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):
         flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)

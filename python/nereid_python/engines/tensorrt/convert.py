@@ -173,13 +173,9 @@ def run(spec: dict) -> dict:
 
         calibrator = _CacheCalibrator()
 
-    logger.take()
-    try:
-        builder = trt.Builder(logger)
-    except Exception:  # noqa: BLE001 - pybind11 raises when TensorRT's factory returns null
-        builder = None
+    builder, errors = loader.create_builder(trt, logger)
     if builder is None:
-        raise _builder_failure(trt, logger.take(), device)
+        raise _builder_failure(trt, errors, device)
     network = builder.create_network(flags)
     parser = trt.OnnxParser(network, logger)
     _say(f"parsing {spec['onnx']}")

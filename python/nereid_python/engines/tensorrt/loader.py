@@ -124,6 +124,17 @@ def create_runtime(trt, flavor: str, logger, version_compatible: bool):
     return runtime
 
 
+def create_builder(trt, logger):
+    """(builder, []) or (None, TensorRT's logged errors): TensorRT's factory returns null where the builder cannot
+    work on this GPU (its builder resource is missing), which pybind11 turns into an exception or None."""
+    logger.take()
+    try:
+        builder = trt.Builder(logger)
+    except Exception:  # noqa: BLE001 - pybind11 raises when TensorRT's factory returns null
+        builder = None
+    return (builder, []) if builder is not None else (None, logger.take())
+
+
 def init_builtin_plugins(trt, logger) -> None:
     """Registers the plugins that ship with TensorRT (libnvinfer_plugin), as Triton does once per process."""
     fn = getattr(trt, "init_libnvinfer_plugins", None)
