@@ -1,58 +1,25 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { FIXTURES } from '../helpers/python-models.js';
 import { startNereid } from '../helpers/server.js';
+import { startServerProcess, type ServerProcess } from '../hardening/server-process.js';
 
 /**
  * REGRESSION (issue 22 item 9): after `kill -9` of a server, its /dev/shm segments stayed until another Nereid
  * started a Python model. A server's start now sweeps them, and never touches those of a server still running.
  */
 
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-
-interface Child {
-  child: ChildProcess;
-  port: number;
-}
-
 /** `nereid serve` of a repository holding the Python identity model, in its own process. */
-async function serveChild(repo: string): Promise<Child> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      MAIN,
-      'serve',
-      `--model-repository=${repo}`,
-      '--http-port=0',
-      '--http-address=127.0.0.1',
-      '--metrics-port=0',
-      '--grpc-port=0',
-      '--http-thread-count=1',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let logs = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stderr?.on('data', (d: Buffer) => {
-      logs += d;
-      const m = /Started HTTPService at [^:]+:(\d+)/.exec(logs);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code} before serving:\n${logs}`)));
-  });
-  return { child, port };
-}
+const serveChild = (repo: string): Promise<ServerProcess> =>
+  startServerProcess([`--model-repository=${repo}`, '--http-thread-count=1']);
 
-async function infer(port: number): Promise<number> {
-  const res = await fetch(`http://127.0.0.1:${port}/v2/models/identity/infer`, {
+async function infer(url: string): Promise<number> {
+  const res = await fetch(`${url}/v2/models/identity/infer`, {
     method: 'POST',
     body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }),
   });
@@ -86,8 +53,8 @@ describe('/dev/shm after a server is killed', () => {
   it('REGRESSION - a starting server removes a killed server’s segments and keeps a live one’s', async () => {
     const [live, killed] = [await serveChild(repo), await serveChild(repo)];
     children.push(live.child, killed.child);
-    assert.equal(await infer(live.port), 200);
-    assert.equal(await infer(killed.port), 200);
+    assert.equal(await infer(live.httpUrl), 200);
+    assert.equal(await infer(killed.httpUrl), 200);
     const liveNames = await namesOf(live.child.pid!);
     const killedNames = await namesOf(killed.child.pid!);
     // Host-written and stub-written segments, and the owner file, of each.
@@ -108,7 +75,7 @@ describe('/dev/shm after a server is killed', () => {
     try {
       assert.deepEqual(await namesOf(killed.child.pid!), []);
       assert.deepEqual(await namesOf(live.child.pid!), liveNames);
-      assert.equal(await infer(live.port), 200, 'the live server still serves through its segments');
+      assert.equal(await infer(live.httpUrl), 200, 'the live server still serves through its segments');
     } finally {
       await s.close();
     }
