@@ -15,22 +15,23 @@
  * The load generator (bench/gpu/loadgen-binary.ts, several processes) is measured first against a canned server
  * answering with a BERT-base fp32 response's size: its ceiling is printed beside the results.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decodeInferResponse, encodeInferRequest } from '../src/client/http-codec.js';
 import { ortLibraryDir } from '../src/backends/onnxruntime/capi/library.js';
-import { freePort, percentile, progress, ROOT, waitReady } from './common.js';
+import { freePort, progress, ROOT, waitReady } from './common.js';
+import { averageBatch, cannedServer, drive, inferenceCounts, lines, script, split } from './gpu/http-load.js';
 import { stopProcess } from './servers/server.js';
 import { gpuModels, modelConfig, SEQ } from './gpu/models.js';
 
 const CONCURRENCY = [1, 8, 64];
 const MS = Number(process.env.NEREID_BENCH_MS ?? 3000);
 const WARMUP_MS = Math.min(1500, MS / 2);
+const TIMING = { warmupMs: WARMUP_MS, durationMs: MS };
 const BASELINE_MS = process.env.NEREID_BENCH_BASELINE_MS ?? '1000';
 const BASELINE_BATCHES = [1, 8, 32, 64];
 const MODELS_DIR = process.env.NEREID_BENCH_MODELS ?? join(ROOT, '.device/models');
@@ -115,70 +116,16 @@ function requestBody(vocab: number): { body: Uint8Array; headers: Record<string,
   );
 }
 
-/** `node` arguments that run a sibling script of this one, as source (tsx) or as bundled JavaScript. */
-function script(name: string): string[] {
-  if (SELF.endsWith('.ts')) return ['--import', 'tsx', join(dirname(SELF), 'gpu', `${name}.ts`)];
-  return [join(dirname(SELF), `${name}.mjs`)];
-}
-
-function lines(child: ChildProcess, onLine: (l: string) => void): Promise<number> {
-  createInterface({ input: child.stdout! }).on('line', onLine);
-  let err = '';
-  child.stderr?.on('data', (b: Buffer) => void (err = (err + b.toString()).slice(-3000)));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(0) : reject(new Error(`exit ${code}: ${err.trim()}`))));
-  });
-}
-
-interface LoadResult {
-  seq_s: number;
-  p50_us: number;
-  p99_us: number;
-  errors: number;
-}
-
-/** Closed loop at `concurrency`, spread over up to 4 load generator processes. */
-async function drive(
-  url: string,
-  path: string,
-  body: string,
-  headers: Record<string, string>,
-  concurrency: number,
-): Promise<LoadResult> {
-  const procs = Math.min(concurrency, 4);
-  const results: Array<{ ok: number; errors: number; firstError: string; latencies_us: number[] }> = [];
-  await Promise.all(
-    Array.from({ length: procs }, async (_, i) => {
-      const c = Math.floor(concurrency / procs) + (i < concurrency % procs ? 1 : 0);
-      const job = { url, path, body, headers, concurrency: c, warmupMs: WARMUP_MS, durationMs: MS };
-      const child = spawn(process.execPath, [...script('loadgen-binary'), JSON.stringify(job)], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      await lines(child, (l) => results.push(JSON.parse(l) as (typeof results)[number]));
-    }),
-  );
-  const lat = results.flatMap((r) => r.latencies_us).sort((a, b) => a - b);
-  const errors = results.reduce((n, r) => n + r.errors, 0);
-  if (lat.length === 0) throw new Error(`no successful request: ${results.find((r) => r.firstError)?.firstError}`);
-  return { seq_s: lat.length / (MS / 1000), p50_us: percentile(lat, 50), p99_us: percentile(lat, 99), errors };
-}
-
 async function loadgenCeiling(work: string): Promise<void> {
   const size = SEQ * 768 * 4 + 200;
   progress(`load generator ceiling: canned server answering ${size} bytes per request`);
-  const server = spawn(process.execPath, [...script('loadgen-binary'), '--canned', String(size)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const { port, child: server } = await cannedServer(size);
   try {
-    const port = await new Promise<string>((resolve) =>
-      createInterface({ input: server.stdout! }).once('line', (l) => resolve(l.trim())),
-    );
     const { body, headers } = requestBody(30522);
     const file = join(work, 'canned-body.bin');
     await writeFile(file, body);
     for (const c of [1, 64]) {
-      const r = await drive(`127.0.0.1:${port}`, '/x', file, headers, c);
+      const r = await drive(`127.0.0.1:${port}`, '/x', file, headers, c, TIMING);
       add({ what: 'load generator vs canned server', model: `${size} B responses`, concurrency: c, ...r });
     }
   } finally {
@@ -271,52 +218,6 @@ async function python(args: string[], model: string): Promise<void> {
   }
 }
 
-interface StatsSnapshot {
-  inferences: number;
-  executions: number;
-  requests: number;
-  queueNs: number;
-  inputNs: number;
-  inferNs: number;
-  outputNs: number;
-}
-
-async function inferenceCounts(http: string, model: string): Promise<StatsSnapshot> {
-  const res = await fetch(`http://${http}/v2/models/${model}/stats`);
-  type Dur = { count: number; ns: number };
-  const body = (await res.json()) as {
-    model_stats: Array<{
-      inference_count: number;
-      execution_count: number;
-      inference_stats: { success: Dur; queue: Dur; compute_input: Dur; compute_infer: Dur; compute_output: Dur };
-    }>;
-  };
-  return body.model_stats.reduce(
-    (a, s) => ({
-      inferences: a.inferences + Number(s.inference_count),
-      executions: a.executions + Number(s.execution_count),
-      requests: a.requests + Number(s.inference_stats.success.count),
-      queueNs: a.queueNs + Number(s.inference_stats.queue.ns),
-      inputNs: a.inputNs + Number(s.inference_stats.compute_input.ns),
-      inferNs: a.inferNs + Number(s.inference_stats.compute_infer.ns),
-      outputNs: a.outputNs + Number(s.inference_stats.compute_output.ns),
-    }),
-    { inferences: 0, executions: 0, requests: 0, queueNs: 0, inputNs: 0, inferNs: 0, outputNs: 0 },
-  );
-}
-
-/** µs per request in each phase between two snapshots (Triton counts compute times per request of a batch). */
-function split(a: StatsSnapshot, b: StatsSnapshot): NonNullable<Row['split']> {
-  const n = Math.max(1, b.requests - a.requests);
-  const us = (k: 'queueNs' | 'inputNs' | 'inferNs' | 'outputNs'): number => (b[k] - a[k]) / n / 1e3;
-  return {
-    queue: us('queueNs'),
-    input: us('inputNs'),
-    infer: us('inferNs'),
-    output: us('outputNs'),
-  };
-}
-
 /** A row's suffix naming how the server ran, when not the default. */
 function label(transport: string, extra: string[]): string {
   const parts = [...(transport === 'inprocess' ? [] : [transport]), ...extra.map((a) => a.replace(/^--/, ''))];
@@ -381,9 +282,9 @@ async function nereid(work: string, transport: string, extra: string[]): Promise
       for (const c of CONCURRENCY) {
         try {
           const before = await inferenceCounts(http, m.name);
-          const r = await drive(http, path, file, headers, c);
+          const r = await drive(http, path, file, headers, c, TIMING);
           const after = await inferenceCounts(http, m.name);
-          const avg = (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions);
+          const avg = averageBatch(before, after);
           add({
             what: `nereid ${KIND} x${m.count} HTTP binary${label(transport, extra)}`,
             model: m.name,

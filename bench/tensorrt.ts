@@ -1,106 +1,316 @@
 /**
- * TensorRT scenario: a plan served by Nereid's tensorrt backend next to bare TensorRT (bench/peers/tensorrt_bare.py:
- * one context, pinned buffers, execute_async_v3) on the same GPU, batch B, closed loop, for S seconds each.
- * Runs whenever a plan is available (`--plan PATH` or $NEREID_BENCH_PLAN) and TensorRT imports; skips cleanly
- * (exit 0, one line saying why) otherwise, as on every machine of this project so far (no plan can be built for the
- * H200 from the packages reachable here). Nereid is driven at the backend boundary (instance.execute), which is
- * what a request reaches after the protocol and scheduler layers.
+ * The TensorRT benchmark: one plan served by Nereid's tensorrt backend next to bare TensorRT on the same GPU, in one
+ * run (issue 23's goals):
+ * - bare TensorRT (bench/peers/tensorrt_bare.py: one context, pinned host buffers, H2D + execute_async_v3 + D2H,
+ *   synchronized per run) at batch 1, 8, 32, 64, and at the batch the dynamic batcher formed;
+ * - Nereid's backend called directly (backend.load → instance.execute, what a request reaches after the protocol
+ *   and scheduler layers) at batch 1 and 32: goal ≥ 0.95 of bare at 32;
+ * - `nereid serve` over HTTP with binary tensors, requests of batch 1, dynamic batching, at concurrency 1, 64, 128:
+ *   goal ≥ 0.90 of bare at the batch formed (c=64) and of bare's best (c=128); c=1 p50 − bare batch-1 p50 ≤ the
+ *   load generator's round trip to a canned server (measured here) + 150 µs.
+ * Skips with one line (exit 0) without a plan or a TensorRT that runs it.
  *
- *   node --import tsx bench/tensorrt.ts [--plan P] [--batch 8] [--seconds 10] [--quick]
+ *   node --import tsx bench/tensorrt.ts --plan P [--ms 3000] [--out DIR] [--label NAME] [--instances 2]
+ * Inputs are the plan's profile-0 opt shape past the batch dim, zero-filled (valid token ids). Writes
+ * DIR/tensorrt-<label>.md and .json (default DIR bench/results).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { mkdir, mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { noopLogger } from '../src/core/logger.js';
 import type { Tensor } from '../src/core/tensor.js';
 import { DATATYPES } from '../src/core/datatypes.js';
 import { tensorrtBackend } from '../src/backends/tensorrt/index.js';
 import { resolveEnvironment } from '../src/backends/tensorrt/environment.js';
 import { backendOptions } from '../src/backends/tensorrt/options.js';
-import { finalizeConfig } from '../src/config/model-config.js';
+import { finalizeConfig, type ModelConfig } from '../src/config/model-config.js';
+import { encodeInferRequest } from '../src/client/http-codec.js';
+import { freePort, percentile, progress, ROOT, waitReady } from './common.js';
+import { stopProcess } from './servers/server.js';
+import { averageBatch, cannedServer, drive, inferenceCounts, split } from './gpu/http-load.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string | undefined): string | undefined => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : dflt;
 };
-const quick = args.includes('--quick');
 const plan = arg('plan', process.env.NEREID_BENCH_PLAN);
-const batch = Number(arg('batch', '8'));
-const seconds = Number(arg('seconds', quick ? '3' : '10'));
+const MS = Number(arg('ms', '3000'));
+const TIMING = { warmupMs: Math.min(1500, MS / 2), durationMs: MS };
+const OUT = arg('out', join(ROOT, 'bench/results'))!;
+const LABEL = arg('label', 'gpu')!;
+const INSTANCES = Number(arg('instances', '2'));
+const BARE_BATCHES = [1, 8, 32, 64];
+
+interface Row {
+  what: string;
+  batch?: number;
+  concurrency?: number;
+  seq_s: number;
+  p50_us: number;
+  p99_us?: number;
+  avg_batch?: number;
+  split?: { queue: number; input: number; infer: number; output: number };
+  errors?: number;
+}
+const rows: Row[] = [];
 
 function skip(why: string): never {
-  process.stdout.write(`tensorrt scenario: skipped: ${why}\n`);
+  process.stdout.write(`tensorrt benchmark: skipped: ${why}\n`);
   process.exit(0);
 }
 
-if (plan === undefined || !existsSync(plan)) skip('no TensorRT plan (give --plan PATH or set NEREID_BENCH_PLAN)');
+function add(r: Row): Row {
+  rows.push(r);
+  const where = r.concurrency !== undefined ? `c=${r.concurrency}` : `batch ${r.batch}`;
+  progress(
+    `${r.what.padEnd(36)} ${where.padEnd(9)} ${r.seq_s.toFixed(0).padStart(7)} seq/s  p50 ${r.p50_us.toFixed(0)} µs${r.avg_batch !== undefined ? `  avg batch ${r.avg_batch.toFixed(1)}` : ''}${r.split ? `  [µs/req queue ${r.split.queue.toFixed(0)} input ${r.split.input.toFixed(0)} infer ${r.split.infer.toFixed(0)} output ${r.split.output.toFixed(0)}]` : ''}`,
+  );
+  return r;
+}
+
 const env = resolveEnvironment(backendOptions({}));
-let bare: { samples_per_s: number; p50_ms: number; p99_ms: number };
-try {
+function bare(batches: number[]): Row[] {
   const out = execFileSync(
     env.executable,
     [
-      join(import.meta.dirname, 'peers/tensorrt_bare.py'),
+      join(ROOT, 'bench/peers/tensorrt_bare.py'),
       '--plan',
-      plan,
+      plan!,
       '--batch',
-      String(batch),
+      batches.join(','),
       '--seconds',
-      String(seconds),
+      String(MS / 1000),
     ],
-    {
-      env: env.env,
-      encoding: 'utf8',
-    },
+    { env: env.env, encoding: 'utf8' },
   );
-  bare = JSON.parse(out.trim().split('\n').pop() ?? '{}') as typeof bare;
-} catch (e) {
-  skip(`bare TensorRT cannot run the plan: ${(e as Error).message.split('\n').slice(-2).join(' ')}`);
+  return out
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { batch: number; samples_per_s: number; p50_ms: number; p99_ms: number })
+    .map((r) =>
+      add({
+        what: 'bare TensorRT (pinned host I/O)',
+        batch: r.batch,
+        seq_s: r.samples_per_s,
+        p50_us: r.p50_ms * 1e3,
+        p99_us: r.p99_ms * 1e3,
+      }),
+    );
 }
 
-const backend = tensorrtBackend();
-const dir = dirname(dirname(plan));
-const name = basename(dir);
-// Built apart from the call: the context gains `modelName` on main's contract; a variable passes on both.
-const acx = { modelName: name, modelPath: plan, backendConfig: {}, autoComplete: true, logger: noopLogger };
-const config = await backend.autoComplete({ name, backend: 'tensorrt' }, acx);
-const handle = await backend.load({
-  name,
-  version: 1,
-  config: finalizeConfig(config, name),
-  modelDir: dir,
-  modelPath: plan,
-  backendConfig: {},
-  logLevel: 'warn',
-  logger: noopLogger,
-});
-const inst = await handle.createInstance({ name: `${name}_0`, index: 0, kind: 'KIND_GPU', device: 0, profiles: [] });
-const inputs: Tensor[] = (config.input ?? []).map((i) => {
-  const dt = Object.entries(DATATYPES).find(([, v]) => v.configName === i.data_type)![0] as keyof typeof DATATYPES;
-  const dims = (i.dims ?? []).map((d) => (d < 0 ? 8 : d));
-  const shape = (config.max_batch_size ?? 0) > 0 ? [batch, ...dims] : dims;
-  const n = shape.reduce((a, b) => a * b, 1);
-  const Ctor = DATATYPES[dt].array!;
-  return { name: i.name ?? '', datatype: dt, shape, data: new Ctor(n) } as Tensor;
-});
-const outputs = (config.output ?? []).map((o) => o.name ?? '');
-const lat: number[] = [];
-const end = performance.now() + seconds * 1000;
-const signal = new AbortController().signal;
-while (performance.now() < end) {
-  const t0 = performance.now();
-  await inst.execute([{ inputs, outputs, batchSize: batch }], { send() {} }, signal);
-  lat.push(performance.now() - t0);
+function inputsOf(config: ModelConfig, batch: number): Tensor[] {
+  return (config.input ?? []).map((i) => {
+    const dt = Object.entries(DATATYPES).find(([, v]) => v.configName === i.data_type)![0] as keyof typeof DATATYPES;
+    const dims = (i.dims ?? []).map((d) => (d < 0 ? 128 : d));
+    const shape = [batch, ...dims];
+    const Ctor = DATATYPES[dt].array!;
+    return { name: i.name ?? '', datatype: dt, shape, data: new Ctor(shape.reduce((a, b) => a * b, 1)) } as Tensor;
+  });
 }
-lat.sort((a, b) => a - b);
-const nereid = {
-  samples_per_s: (lat.length * batch) / seconds,
-  p50_ms: lat[lat.length >> 1],
-  p99_ms: lat[Math.floor(lat.length * 0.99)],
-};
-await inst.destroy();
-await handle.unload();
-process.stdout.write(
-  `tensorrt scenario (${plan}, batch ${batch}, ${seconds} s): bare TensorRT ${bare.samples_per_s.toFixed(0)} samples/s (p50 ${bare.p50_ms.toFixed(2)} ms), Nereid ${nereid.samples_per_s.toFixed(0)} samples/s (p50 ${nereid.p50_ms.toFixed(2)} ms): ratio ${(nereid.samples_per_s / bare.samples_per_s).toFixed(2)}\n`,
-);
+
+/** Nereid's backend called directly: batches of `batch` rows, closed loop, one instance. */
+async function direct(config: ModelConfig, batches: number[]): Promise<void> {
+  const backend = tensorrtBackend();
+  const name = 'trt';
+  const handle = await backend.load({
+    name,
+    version: 1,
+    config: finalizeConfig(config, name),
+    modelDir: join(plan!, '..', '..'),
+    modelPath: plan!,
+    backendConfig: {},
+    logLevel: 'warn',
+    logger: noopLogger,
+  });
+  const inst = await handle.createInstance({ name: `${name}_0`, index: 0, kind: 'KIND_GPU', device: 0, profiles: [] });
+  const outputs = (config.output ?? []).map((o) => o.name ?? '');
+  const signal = new AbortController().signal;
+  try {
+    for (const batch of batches) {
+      const inputs = inputsOf(config, batch);
+      const run = async (): Promise<void> => {
+        await inst.execute([{ inputs, outputs, batchSize: batch }], { send() {} }, signal);
+      };
+      const warm = performance.now() + TIMING.warmupMs;
+      while (performance.now() < warm) await run();
+      const lat: number[] = [];
+      const end = performance.now() + MS;
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        await run();
+        lat.push((performance.now() - t0) * 1e3);
+      }
+      lat.sort((a, b) => a - b);
+      add({
+        what: "Nereid's backend, called directly",
+        batch,
+        seq_s: (lat.length * batch) / (MS / 1000),
+        p50_us: percentile(lat, 50),
+        p99_us: percentile(lat, 99),
+      });
+    }
+  } finally {
+    await inst.destroy();
+    await handle.unload();
+  }
+}
+
+function requestFile(config: ModelConfig): { body: Uint8Array; headers: Record<string, string> } {
+  const inputs = inputsOf(config, 1).map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, data: t.data }));
+  return encodeInferRequest(inputs as Parameters<typeof encodeInferRequest>[0], {
+    binary: true,
+    outputs: (config.output ?? []).map((o) => ({ name: o.name ?? '' })),
+  });
+}
+
+async function overHttp(config: ModelConfig, work: string): Promise<void> {
+  const { body, headers } = requestFile(config);
+  const file = join(work, 'body.bin');
+  await writeFile(file, body);
+  const outBytes = (config.output ?? []).reduce(
+    (n, o) => n + (o.dims ?? []).reduce((a, d) => a * (d < 0 ? 128 : d), 1) * 4,
+    0,
+  );
+  const canned = await cannedServer(outBytes + 200);
+  try {
+    add({
+      what: 'load generator vs canned server',
+      concurrency: 1,
+      ...(await drive(`127.0.0.1:${canned.port}`, '/x', file, headers, 1, TIMING)),
+    });
+  } finally {
+    await stopProcess(canned.child);
+  }
+  const repo = join(work, 'repo');
+  await mkdir(join(repo, 'trt', '1'), { recursive: true });
+  await copyFile(plan!, join(repo, 'trt', '1', 'model.plan'));
+  await writeFile(
+    join(repo, 'trt', 'config.pbtxt'),
+    `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n`,
+  );
+  const port = await freePort();
+  const http = `127.0.0.1:${port}`;
+  const t0 = performance.now();
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=nereid-source',
+      '--import',
+      'tsx',
+      join(ROOT, 'src/cli/main.ts'),
+      'serve',
+      `--model-repository=${repo}`,
+      `--http-port=${port}`,
+      '--http-address=127.0.0.1',
+      '--grpc-port=0',
+      '--metrics-port=0',
+      '--log-info=false',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  const keep = (b: Buffer): void => void (output = (output + b.toString()).slice(-4000));
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  try {
+    try {
+      await waitReady(`http://${http}/v2/health/ready`, t0, 300_000, () => child.exitCode === null);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${output}`);
+    }
+    const path = '/v2/models/trt/infer';
+    for (const c of [1, 64, 128]) {
+      const before = await inferenceCounts(http, 'trt');
+      const r = await drive(http, path, file, headers, c, TIMING);
+      const after = await inferenceCounts(http, 'trt');
+      add({
+        what: `nereid HTTP binary, KIND_GPU x${INSTANCES}`,
+        concurrency: c,
+        ...r,
+        avg_batch: averageBatch(before, after),
+        split: split(before, after),
+      });
+    }
+  } finally {
+    await stopProcess(child);
+  }
+}
+
+function ratio(a: number | undefined, b: number | undefined): string {
+  return a === undefined || b === undefined ? '–' : (a / b).toFixed(3);
+}
+
+function report(): string {
+  const bareAt = (b: number): Row | undefined => rows.find((r) => r.what.startsWith('bare') && r.batch === b);
+  const bareBest = rows
+    .filter((r) => r.what.startsWith('bare'))
+    .reduce<Row | undefined>((a, r) => (!a || r.seq_s > a.seq_s ? r : a), undefined);
+  const d32 = rows.find((r) => r.what.startsWith("Nereid's") && r.batch === 32);
+  const c1 = rows.find((r) => r.what.startsWith('nereid') && r.concurrency === 1);
+  const c64 = rows.find((r) => r.what.startsWith('nereid') && r.concurrency === 64);
+  const c128 = rows.find((r) => r.what.startsWith('nereid') && r.concurrency === 128);
+  const canned = rows.find((r) => r.what.startsWith('load generator'));
+  const formed = c64?.avg_batch !== undefined ? Math.max(1, Math.round(c64.avg_batch)) : undefined;
+  const out = [
+    `# TensorRT benchmark: ${plan} (${new Date().toISOString()})`,
+    '',
+    `${gpuName()}; Node ${process.version}; ${MS} ms per point.`,
+    '',
+    '| what | batch / c | seq/s | p50 µs | p99 µs | avg batch |',
+    '|---|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${r.what} | ${r.batch ?? `c=${r.concurrency}`} | ${r.seq_s.toFixed(0)} | ${r.p50_us.toFixed(0)} | ${r.p99_us?.toFixed(0) ?? '–'} | ${r.avg_batch?.toFixed(1) ?? ''} |`,
+    ),
+    '',
+    '## Goals',
+    '',
+    `- backend direct / bare at batch 32: ${ratio(d32?.seq_s, bareAt(32)?.seq_s)} (goal ≥ 0.95)`,
+    `- HTTP c=64 / bare at the batch formed (${formed ?? '?'}): ${ratio(c64?.seq_s, formed !== undefined ? bareAt(formed)?.seq_s : undefined)} (goal ≥ 0.90)`,
+    `- HTTP c=128 / bare's best (batch ${bareBest?.batch}): ${ratio(c128?.seq_s, bareBest?.seq_s)} (goal ≥ 0.90)`,
+    `- c=1 p50 − bare batch-1 p50: ${c1 && bareAt(1) ? (c1.p50_us - bareAt(1)!.p50_us).toFixed(0) : '?'} µs; allowed: canned round trip ${canned?.p50_us.toFixed(0) ?? '?'} + 150 µs`,
+  ];
+  return `${out.join('\n')}\n`;
+}
+
+function gpuName(): string {
+  try {
+    return execFileSync('nvidia-smi', ['--query-gpu=name,driver_version', '--format=csv,noheader'], {
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    return 'nvidia-smi unavailable';
+  }
+}
+
+if (plan === undefined || !existsSync(plan)) skip('no TensorRT plan (give --plan PATH or set NEREID_BENCH_PLAN)');
+const backend = tensorrtBackend();
+let config: ModelConfig;
+try {
+  config = await backend.autoComplete(
+    { name: 'trt', backend: 'tensorrt' },
+    { modelName: 'trt', modelPath: plan, backendConfig: {}, autoComplete: true, logger: noopLogger },
+  );
+  bare(BARE_BATCHES);
+} catch (e) {
+  skip(`TensorRT cannot run the plan: ${(e as Error).message.split('\n').slice(-2).join(' ')}`);
+}
+await direct(config, [1, 32]);
+const work = await mkdtemp(join(tmpdir(), 'nereid-trt-bench-'));
+try {
+  await overHttp(config, work);
+} finally {
+  await rm(work, { recursive: true, force: true });
+}
+const c64 = rows.find((r) => r.concurrency === 64);
+const formed = c64?.avg_batch !== undefined ? Math.max(1, Math.round(c64.avg_batch)) : undefined;
+if (formed !== undefined && !BARE_BATCHES.includes(formed)) bare([formed]);
+const md = report();
+await mkdir(OUT, { recursive: true });
+await writeFile(join(OUT, `tensorrt-${LABEL}.md`), md);
+await writeFile(join(OUT, `tensorrt-${LABEL}.json`), `${JSON.stringify({ plan, rows }, null, 2)}\n`);
+process.stdout.write(md);

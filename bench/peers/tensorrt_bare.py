@@ -1,11 +1,13 @@
 """Bare TensorRT, the limit for Nereid's TensorRT backend: one execution context, inputs copied from pinned host
 memory, execute_async_v3, outputs copied back, synchronized per run, in closed loops; prints one JSON line.
 
-    python bench/peers/tensorrt_bare.py --plan P --batch B --seconds S
-Inputs get the profile-0 opt shape with dim 0 = B (random values of the input's type).
+    python bench/peers/tensorrt_bare.py --plan P --batch B[,B2,...] --seconds S
+Inputs get the profile-0 opt shape with dim 0 = B, zero-filled (valid token ids for a text model); one JSON line
+per batch size, each measured after a warm-up of a tenth of S.
 """
 
 import argparse
+import ctypes
 import json
 import time
 
@@ -19,7 +21,7 @@ from nereid_python import datatypes
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--plan", required=True)
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--batch", default="1")
     ap.add_argument("--seconds", type=float, default=5)
     a = ap.parse_args()
     trt, flavor = loader.import_tensorrt(False)
@@ -29,12 +31,17 @@ def main() -> None:
     engine = loader.deserialize(trt, runtime, logger, a.plan)
     ctx = engine.create_execution_context()
     stream = gpu.stream_create()
+    for batch in [int(b) for b in str(a.batch).split(",")]:
+        print(json.dumps(measure(engine, ctx, stream, batch, a.seconds)), flush=True)
+
+
+def measure(engine, ctx, stream, batch: int, seconds: float) -> dict:
     bufs, host = {}, {}
     for i in range(engine.num_io_tensors):
         n = engine.get_tensor_name(i)
         if engine.get_tensor_mode(n).name == "INPUT":
             shape = list(engine.get_tensor_profile_shape(n, 0)[1])
-            shape[0] = a.batch
+            shape[0] = batch
             ctx.set_input_shape(n, shape)
     for i in range(engine.num_io_tensors):
         n = engine.get_tensor_name(i)
@@ -42,12 +49,12 @@ def main() -> None:
         shape = [int(d) for d in ctx.get_tensor_shape(n)]
         nbytes = int(np.prod(shape)) * dt.itemsize
         bufs[n] = gpu.malloc(nbytes)
-        host[n] = (gpu.malloc_host(nbytes), nbytes, engine.get_tensor_mode(n).name == "INPUT")
+        ptr = gpu.malloc_host(nbytes)
+        np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))[:] = 0
+        host[n] = (ptr, nbytes, engine.get_tensor_mode(n).name == "INPUT")
         ctx.set_tensor_address(n, bufs[n])
-    lat = []
-    end = time.perf_counter() + a.seconds
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
+
+    def once() -> None:
         for n, (ptr, nbytes, is_in) in host.items():
             if is_in:
                 gpu.copy_htod(bufs[n], ptr, nbytes, stream)
@@ -56,10 +63,21 @@ def main() -> None:
             if not is_in:
                 gpu.copy_dtoh(ptr, bufs[n], nbytes, stream)
         gpu.stream_sync(stream)
-        lat.append(time.perf_counter() - t0)
-    lat.sort()
-    print(json.dumps({"runs": len(lat), "samples_per_s": len(lat) * a.batch / a.seconds, "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3}))
 
+    warm = time.perf_counter() + seconds / 10
+    while time.perf_counter() < warm:
+        once()
+    lat = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        once()
+        lat.append(time.perf_counter() - t0)
+    for n, (ptr, _, _) in host.items():
+        gpu.free_host(ptr)
+        gpu.free(bufs[n])
+    lat.sort()
+    return {"batch": batch, "runs": len(lat), "samples_per_s": len(lat) * batch / seconds, "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3}
 
 if __name__ == "__main__":
     main()

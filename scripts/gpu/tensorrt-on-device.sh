@@ -1,87 +1,176 @@
 #!/usr/bin/env bash
-# TensorRT 10.6 for real on the H200 (device tool), through Nereid's own paths. NOT YET RUN: written in a session
-# that was lent no device; the first session with one runs it, quotes its output and fixes what it finds.
-#   1. `nereid tensorrt setup` from the carried files (the offline fallback: Maven Central's 10.6 libraries + PyPI's
-#      bindings) and `nereid tensorrt check`: import, GPUs, a runtime, the builder (a tiny plan built and run);
-#   2. the real 10.6 API dumped again on the device and diffed with test/fixtures/tensorrt/api-10.6.json, then the
-#      test double (in its 10.6 mode) checked against the device's dump;
-#   3. plans TensorRT must refuse (random, empty, truncated) through the backend and `nereid tensorrt check`;
-#   4. `nereid convert` of the example encoder with seed 001's trtexec flags (FP16, min/opt/max per input, the
-#      blog's I/O formats), its plan loaded through the backend;
-#   5. version-compatible: a VC plan built with --excludeLeanRuntime, loaded with and without version-compatible=true;
-#   6. the TensorRT benchmark next to bare TensorRT on the plan of step 4.
-#
-# Before: the chunks of .trt-carry/ (scripts/gpu/prepare-tensorrt-carry.sh) copied to $CARRY by earlier calls (one
-# chunk a call, back to back), and Node from shared/gpu/pack-for-device.sh (.device/). Output: stdout, files in $OUT.
+# TensorRT 10.6 for real on the H200 (device tool), through Nereid's own paths; every phase prints what it saw.
+# Prepared here by scripts/gpu/prepare-tensorrt-carry.sh (.trt-carry/: TensorRT's libraries in chunks, wheels) and
+# scripts/gpu/pack-tensorrt.sh (.device/trt/: Node, node_modules, test plugin libraries). Calls back to back (the
+# machine is released after ~30 s idle; what a call leaves in /tmp survives while it stays warm), from the root:
+#   stage PATH   (carry [PATH]) copies a carried file or folder to /tmp/trtcarry: each chunk, .device/trt, .trt-carry/wheels
+#   export       (torch only) seed 001's model exported as the blog does, and BERT-base: can share a stage call
+#   core         set-up and check, the real API against the double's, plans TensorRT must refuse, `nereid convert`
+#                with the seed's flags, version-compatible, seed 001 end to end, every seed-000 option observed
+#   bench        BERT-base fp16 built by `nereid convert`, the TensorRT benchmark next to bare TensorRT
+# Output: stdout; files in $OUT (device tool) or /tmp/trt-out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-/tmp/trtcarry}
+mode=${1:?usage: tensorrt-on-device.sh stage PATH | export | core | bench}
+C=/tmp/trtcarry
 OUT=${OUT:-/tmp/trt-out}
 H=/tmp/nereid-trt-home
-mkdir -p "$OUT"
-if [ -f .device/setup.sh ]; then source .device/setup.sh; else export PATH=/tmp/device-node:$PATH; [ -e node_modules ] || ln -s /tmp/device-nm/node_modules node_modules; fi
-PY=${PY:-$(command -v python3)}
-W="$CARRY/wheels"
-nereid() { node --import tsx src/cli/main.ts "$@"; }
-step() { printf '\n=== %s\n' "$*"; }
-
-step "0. machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-"$PY" --version; node --version
-
-step "1. libraries: reassemble the carried chunks (stripped to sm_90 for transport only)"
-mkdir -p "$H/carried" /tmp/trt-py
-if [ ! -f "$H/carried/libnvinfer.so.10" ]; then
-  "$PY" -m pip install -q --disable-pip-version-check --no-deps --target /tmp/trt-py "$W"/zstandard-*.whl
-  cat "$CARRY"/tensorrt-libs.tar.zst.part-* | PYTHONPATH=/tmp/trt-py "$PY" -c \
-    'import sys, zstandard; zstandard.ZstdDecompressor(max_window_size=2**31).copy_stream(sys.stdin.buffer, sys.stdout.buffer)' \
-    | tar xf - -C "$H/carried" || { echo "cannot reassemble $CARRY/tensorrt-libs.tar.zst.part-*"; exit 1; }
-fi
-ls -la "$H/carried"
-
-step "1. nereid tensorrt setup (offline fallback) and check"
-NEREID_TENSORRT_HOME=$H nereid tensorrt setup --python "$PY" --home "$H" --fallback-only --jar "$H/carried" \
-  --wheel "$W"/tensorrt_cu12_bindings-10.6.0-cp312-*.whl --wheel "$W"/cuda_bindings-12.9*-cp312-*.whl --wheel "$W"/cuda_pathfinder-*.whl
-echo "setup exit: $?"
-export NEREID_TENSORRT_HOME=$H
-nereid tensorrt check; echo "check exit: $?"
-
-step "2. the real 10.6 API, dumped here and diffed with the committed fixture"
-REC_PP=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['python_path']))")
-REC_LD=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['ld_library_path']))")
-PYTHONPATH=$REC_PP LD_LIBRARY_PATH=$REC_LD "$PY" scripts/tensorrt/dump_api.py > "$OUT/api-10.6-device.json"
-cmp -s "$OUT/api-10.6-device.json" test/fixtures/tensorrt/api-10.6.json && echo "identical to test/fixtures/tensorrt/api-10.6.json" \
-  || diff <("$PY" -m json.tool "$OUT/api-10.6-device.json") <("$PY" -m json.tool test/fixtures/tensorrt/api-10.6.json) | head -20
-NEREID_TRT_DOUBLE_VERSION=10.6.0 PYTHONPATH=test/fixtures/tensorrt/double "$PY" scripts/tensorrt/check_double.py \
-  tensorrt="$OUT/api-10.6-device.json" tensorrt_lean="$OUT/api-10.6-device.json" && echo "the double offers nothing the device's 10.6 lacks"
-
-step "3. plans TensorRT must refuse, in the seed's layout model_2/1/model.plan (no config)"
+M=/tmp/trt-models
 R=/tmp/trt-repo
-rm -rf "$R"; mkdir -p "$R/model_2/1"
-for kind in random empty truncated; do
-  case $kind in
-    random) head -c 1048576 /dev/urandom > "$R/model_2/1/model.plan" ;;
-    empty) : > "$R/model_2/1/model.plan" ;;
-    truncated) printf 'ftrt\x00\x00\x00\x00\x01\x00\x00\x00' > "$R/model_2/1/model.plan"; head -c 200 /dev/zero >> "$R/model_2/1/model.plan" ;;
-  esac
-  echo "--- $kind plan through the backend:"; node --import tsx scripts/gpu/tensorrt-load.ts "$R/model_2"
-  echo "--- $kind plan through nereid tensorrt check:"; nereid tensorrt check --plan "$R/model_2/1/model.plan"
-done
+PY=${PY:-$(command -v python3)}
+mkdir -p "$C" "$OUT" "$M" "$R"
+step() { printf '\n=== %s\n' "$*"; }
+ROOT=$PWD
+# tsx by path: node resolves a bare --import from the working directory, and seed 001's convert runs in its own
+tsnode() { node --conditions=nereid-source --import "$ROOT/node_modules/tsx/dist/loader.mjs" "$@"; }
+nereid() { tsnode "$ROOT/src/cli/main.ts" "$@"; }
 
-step "4. nereid convert with seed 001's flags, and the plan loaded through the backend"
-S=input_ids:1x8,attention_mask:1x8,token_type_ids:1x8
-nereid convert --onnx examples/model_repository/text_encoder/1/model.onnx --saveEngine "$R/encoder/1/model.plan" --fp16 \
-  --minShapes=$S, --optShapes=${S//1x8/16x8} --maxShapes=${S//1x8/64x8} \
-  --inputIOFormats=int32:chw,int32:chw,int32:chw --outputIOFormats=fp16:chw --config
-echo "convert exit: $?"
-node --import tsx scripts/gpu/tensorrt-load.ts "$R/encoder"
+if [ "$mode" = stage ]; then
+  src=${2:?stage PATH}
+  cp -r "$src" "$C/" && echo "staged $(du -sh "$C/$(basename "$src")" | cut -f1) $(basename "$src"); /tmp/trtcarry: $(du -sh "$C" | cut -f1)"
+  exit 0
+fi
 
-step "5. version-compatible (lean runtime left out): refused without the option, loaded with it"
-nereid convert --onnx examples/model_repository/text_encoder/1/model.onnx --saveEngine "$R/vc/1/model.plan" \
-  --minShapes=$S --optShapes=$S --maxShapes=${S//1x8/8x8} --versionCompatible --excludeLeanRuntime
-echo "--- version-compatible=false:"; node --import tsx scripts/gpu/tensorrt-load.ts "$R/vc"
-echo "--- version-compatible=true:"; node --import tsx scripts/gpu/tensorrt-load.ts "$R/vc" version-compatible=true
+if [ "$mode" = export ]; then
+  step "export (PyTorch $("$PY" -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0))'))"
+  t=$(date +%s)
+  [ -f "$M/seed001/ids.npy" ] || "$PY" scripts/gpu/trt_models.py seed001 "$M/seed001" 2>&1 | grep -v -i warn | tail -5
+  echo "seed001 exported in $(( $(date +%s) - t )) s"; t=$(date +%s)
+  [ -f "$M/bert/model.onnx" ] || "$PY" scripts/gpu/trt_models.py bert "$M/bert" 2>&1 | grep -v -i warn | tail -5
+  echo "bert exported in $(( $(date +%s) - t )) s"
+  "$PY" scripts/gpu/trt_models.py unsupported "$M" && ls -la "$M" "$M/seed001" "$M/bert"
+  exit 0
+fi
 
-step "6. benchmark next to bare TensorRT (same plan)"
-node --import tsx bench/tensorrt.ts --plan "$R/encoder/1/model.plan" --batch 32 --quick || true
-echo done
+# core and bench: Node, TensorRT and the recorded environment.
+if [ ! -x /tmp/trt-node/node ]; then TRT_NODE_PACK="$C/trt" source "$C/trt/setup.sh"; else export PATH=/tmp/trt-node:$PATH; fi
+[ -e node_modules ] || ln -s /tmp/trt-node/node_modules node_modules
+W="$C/wheels"
+export NEREID_TENSORRT_HOME=$H
+
+if [ "$mode" = core ]; then
+  step "0. machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+  "$PY" --version; node --version
+
+  step "1. TensorRT's libraries: the carried chunks reassembled (sm_90-only, for transport)"
+  mkdir -p "$H/carried" /tmp/trt-py
+  if [ ! -f "$H/carried/libnvinfer.so.10" ]; then
+    "$PY" -m pip install -q --disable-pip-version-check --no-deps --target /tmp/trt-py "$W"/zstandard-*.whl
+    cat "$C"/tensorrt-libs.tar.zst.part-* | PYTHONPATH=/tmp/trt-py "$PY" -c \
+      'import sys, zstandard; zstandard.ZstdDecompressor(max_window_size=2**31).copy_stream(sys.stdin.buffer, sys.stdout.buffer)' \
+      | tar xf - -C "$H/carried" || { echo "cannot reassemble $C/tensorrt-libs.tar.zst.part-*"; exit 1; }
+  fi
+  ls -la "$H/carried"
+  # The blog's client and its dependencies (the device has no network); numpy is there already.
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps --target /tmp/trt-py \
+    $(ls "$W"/*.whl | grep -vE 'tensorrt_cu12|cuda_bindings|cuda_pathfinder|zstandard') 2>&1 | tail -2
+
+  step "1. nereid tensorrt setup (offline: Maven Central's 10.6 libraries + PyPI's bindings) and check"
+  nereid tensorrt setup --python "$PY" --home "$H" --fallback-only --jar "$H/carried" \
+    --wheel "$W"/tensorrt_cu12_bindings-10.6.0-*.whl --wheel "$W"/cuda_bindings-12.9*.whl --wheel "$W"/cuda_pathfinder-*.whl
+  echo "setup exit: $?"
+  nereid tensorrt check; echo "check exit: $?"
+  REC_PP=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['python_path']))")
+  REC_LD=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['ld_library_path']))")
+  trtpy() { PYTHONPATH="$REC_PP:python:/tmp/trt-py" LD_LIBRARY_PATH="$REC_LD" "$PY" "$@"; }
+
+  step "2. the real 10.6 API, dumped here, against the committed fixture and the test double"
+  trtpy scripts/tensorrt/dump_api.py > "$OUT/api-10.6-device.json"
+  cmp -s "$OUT/api-10.6-device.json" test/fixtures/tensorrt/api-10.6.json && echo "identical to test/fixtures/tensorrt/api-10.6.json" \
+    || diff <("$PY" -m json.tool "$OUT/api-10.6-device.json") <("$PY" -m json.tool test/fixtures/tensorrt/api-10.6.json) | head -20
+  NEREID_TRT_DOUBLE_VERSION=10.6.0 PYTHONPATH=test/fixtures/tensorrt/double "$PY" scripts/tensorrt/check_double.py \
+    tensorrt="$OUT/api-10.6-device.json" tensorrt_lean="$OUT/api-10.6-device.json" && echo "the double offers nothing the device's 10.6 lacks"
+
+  step "3. plans TensorRT must refuse, in the seed's layout model_2/1/model.plan (no config)"
+  mkdir -p "$R/bad/1"
+  for kind in random empty truncated; do
+    case $kind in
+      random) head -c 1048576 /dev/urandom > "$R/bad/1/model.plan" ;;
+      empty) : > "$R/bad/1/model.plan" ;;
+      truncated) printf 'ftrt\x00\x00\x00\x00\x01\x00\x00\x00' > "$R/bad/1/model.plan"; head -c 200 /dev/zero >> "$R/bad/1/model.plan" ;;
+    esac
+    echo "--- $kind plan, through the backend:"; tsnode scripts/gpu/tensorrt-load.ts "$R/bad"
+    echo "--- $kind plan, nereid tensorrt check --plan:"; nereid tensorrt check --plan "$R/bad/1/model.plan" 2>&1 | tail -2
+  done
+
+  step "4. nereid convert with seed 001's flags on the example encoder (INT32 inputs), loaded through the backend"
+  S=input_ids:1x8,attention_mask:1x8,token_type_ids:1x8
+  nereid convert --onnx examples/model_repository/text_encoder/1/model.onnx --saveEngine "$R/encoder/1/model.plan" --fp16 \
+    --minShapes=$S, --optShapes=${S//1x8/16x8} --maxShapes=${S//1x8/64x8} \
+    --inputIOFormats=int32:chw,int32:chw,int32:chw --outputIOFormats=fp16:chw --config
+  echo "convert exit: $?"
+  tsnode scripts/gpu/tensorrt-load.ts "$R/encoder"
+
+  step "5. version-compatible plan (lean runtime left out): refused without the option, loaded with it"
+  nereid convert --onnx examples/model_repository/text_encoder/1/model.onnx --saveEngine "$R/vc/1/model.plan" \
+    --minShapes=$S --optShapes=$S --maxShapes=${S//1x8/8x8} --versionCompatible --excludeLeanRuntime
+  echo "--- version-compatible=false:"; tsnode scripts/gpu/tensorrt-load.ts "$R/vc"
+  echo "--- version-compatible=true:"; tsnode scripts/gpu/tensorrt-load.ts "$R/vc" version-compatible=true
+  echo "--- a version-compatible plan that embeds the lean runtime (10.6's libnvinfer_lean is in no reachable registry):"
+  nereid convert --onnx examples/model_repository/text_encoder/1/model.onnx --saveEngine "$R/vcl/1/model.plan" \
+    --minShapes=$S --optShapes=$S --maxShapes=${S//1x8/8x8} --versionCompatible 2>&1 | tail -3
+
+  step "6. models TensorRT refuses to build: an op it lacks, a workspace too small"
+  nereid convert --onnx "$M/unsupported.onnx" --saveEngine "$R/unsup/1/model.plan" 2>&1 | tail -3; echo "exit: $?"
+  nereid convert --onnx "$M/bert/model.onnx" --saveEngine "$R/tiny-ws/1/model.plan" --workspace 0 \
+    --minShapes=input_ids:1x128,attention_mask:1x128,token_type_ids:1x128 --optShapes=input_ids:1x128,attention_mask:1x128,token_type_ids:1x128 \
+    --maxShapes=input_ids:1x128,attention_mask:1x128,token_type_ids:1x128 2>&1 | tail -3; echo "exit: $?"
+
+  step "7. plans for the option checks (TensorRT's Python API: several profiles, a plugin layer)"
+  for what in mlp profiles plugin; do trtpy scripts/gpu/trt_models.py $what "$M" 2>&1 | grep -v -i warn | tail -3; done
+  trtpy scripts/gpu/trt_models.py plugin-check "$M/plugin/1/model.plan"
+
+  step "8. seed 001 end to end: the blog's trtexec flags verbatim, its repository, its server flags, its client"
+  D=$M/seed001
+  ( cd "$D" && mkdir -p weight && t=$(date +%s) && \
+    nereid convert --onnx=weights/mannequin.onnx --saveEngine=weight/mannequin.plan --fp16 \
+      --minShapes=input_ids:1x512,attention_mask:1x512,token_type_ids:1x512, \
+      --optShapes=input_ids:16x512,attention_mask:16x512,token_type_ids:16x512 \
+      --maxShapes=input_ids:32x512,attention_mask:32x512,token_type_ids:32x512 \
+      --inputIOFormats=int32:chw,int32:chw,int32:chw \
+      --outputIOFormats=fp16:chw; echo "convert exit: $? in $(( $(date +%s) - t )) s" )
+  mkdir -p "$D/model_2/1" "$D/model_2/2"
+  cp "$D/weight/mannequin.plan" "$D/model_2/1/model.plan" && cp "$D/weight/mannequin.plan" "$D/model_2/2/model.plan"
+  cat > "$D/model_1/config.pbtxt" <<'PBTXT'
+name: "model_1"
+platform: "pytorch_libtorch"
+max_batch_size: 32
+input [
+  { name: "input_ids" data_type: TYPE_INT32 dims: [ 512 ] },
+  { name: "attention_mask" data_type: TYPE_INT32 dims: [ 512 ] },
+  { name: "token_type_ids" data_type: TYPE_INT32 dims: [ 512 ] }
+]
+output [ { name: "outputs" data_type: TYPE_FP32 dims: [ 512, 256 ] } ]
+instance_group [ { kind: KIND_GPU } ]
+PBTXT
+  rm -rf "$D/repo" && mkdir -p "$D/repo" && cp -r "$D/model_1" "$D/model_2" "$D/repo/"
+  find "$D/repo" -type f | sort
+  nereid serve --model-repository="$D/repo" --strict-model-config=false --model-control-mode=poll > "$OUT/seed001-server.log" 2>&1 &
+  spid=$!
+  for i in $(seq 1 240); do
+    "$PY" -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready').status==200 else 1)" 2>/dev/null && break
+    kill -0 $spid 2>/dev/null || break; sleep 0.5
+  done
+  grep -v '^\s*$' "$OUT/seed001-server.log" | tail -12
+  TRITON_CLIENT_URL=127.0.0.1:8000 PYTHONPATH=/tmp/trt-py "$PY" scripts/gpu/seed001_client.py "$D"; echo "client exit: $?"
+  kill $spid; wait $spid 2>/dev/null
+
+  step "9. every seed-000 option observed (engine trace)"
+  mkdir -p "$M/seed001/model_2/1"
+  NEREID_ORDER_LIBS=/tmp/trt-node tsnode scripts/gpu/tensorrt-options.ts "$M"; echo "options exit: $?"
+  exit 0
+fi
+
+if [ "$mode" = bench ]; then
+  step "10. BERT-base fp16 plan (nereid convert) and the TensorRT benchmark next to bare TensorRT"
+  S=input_ids:1x128,attention_mask:1x128,token_type_ids:1x128
+  t=$(date +%s)
+  [ -f "$R/bert/1/model.plan" ] || nereid convert --onnx "$M/bert/model.onnx" --saveEngine "$R/bert/1/model.plan" --fp16 \
+    --minShapes=$S --optShapes=${S//1x128/32x128} --maxShapes=${S//1x128/64x128} 2>&1 | tail -4
+  echo "built in $(( $(date +%s) - t )) s: $(ls -la "$R/bert/1/model.plan")"
+  tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
+  [ -f "$M/mlp/1/model.plan" ] && tsnode bench/tensorrt.ts --plan "$M/mlp/1/model.plan" --out "$OUT" --label mlp --ms 2000
+  exit 0
+fi
+echo "unknown mode $mode"; exit 2

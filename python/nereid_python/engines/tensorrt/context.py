@@ -29,7 +29,7 @@ from nereid_python.api import InferenceResponse, TritonError
 from nereid_python.runtime import STATE
 from nereid_python.tensor import Tensor
 
-from . import gpu as cuda, profiles
+from . import gpu as cuda, profiles, trace
 from .loader import TensorRTError
 
 
@@ -107,6 +107,22 @@ class Instance:
         self.graphs: dict[tuple, _Graph] = {}
         if options.get("graphs"):
             self._capture_graphs(options.get("graph_specs") or [])
+        if trace.enabled():
+            engine = shared.engine
+            per_profile = getattr(engine, "get_device_memory_size_for_profile", None)
+            trace.record(
+                "instance",
+                instance=name,
+                profiles=self.profile_ids,
+                allocation=strategy_name,
+                context_bytes=self.context_bytes,
+                engine_device_memory=int(getattr(engine, "device_memory_size", 0) or 0),
+                profile_device_memory=[int(per_profile(p)) for p in self.profile_ids] if per_profile else None,
+                graphs=len(self.graphs),
+                output_copy_stream=self.out_stream is not self.stream,
+                busy_wait_events=bool(options.get("busy_wait_events")),
+                policy=options.get("policy", "DEVICE_BLOCKING"),
+            )
 
     # -- set-up ---------------------------------------------------------------------------------------------------
 
@@ -256,7 +272,10 @@ class Instance:
         if lock is not None:
             lock.acquire()
         try:
+            t0 = trace.now() if trace.enabled() else 0
             out = self._gpu(p, shapes, arrays, wanted_outputs)
+            if t0:
+                trace.record("batch", instance=self.name, t0=t0, t1=trace.now(), requests=len(good), rows=sum(rows), profile=p, shapes=shapes, copies=self._last_copies, graph=self._last_graph)
         finally:
             if lock is not None:
                 lock.release()
@@ -328,13 +347,13 @@ class Instance:
         for n, s in shapes.items():
             if not ctx.set_input_shape(n, s):
                 raise TensorRTError(f"TensorRT refused shape {s} for input '{n}' (profile {p}): {' | '.join(sh.logger.take())}")
-        for t in self.inputs:
-            self._copy_in(t["name"], [a[t["name"]] for a in arrays])
+        self._last_copies = {t["name"]: self._copy_in(t["name"], [a[t["name"]] for a in arrays]) for t in self.inputs}
         out_shapes = {}
         for t in self.outputs:
             if t["name"] in wanted:
                 out_shapes[t["name"]] = [int(d) for d in ctx.get_tensor_shape(t["name"])]
         graph = self.graphs.get((p, self._key(shapes))) if self.graphs else None
+        self._last_graph = graph is not None
         if graph is not None:
             cuda.graph_launch(graph.exec, self.stream)
         elif not ctx.execute_async_v3(int(self.stream)):

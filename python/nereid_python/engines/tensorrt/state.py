@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from . import facts as facts_mod, gpu as cuda, loader
+from . import facts as facts_mod, gpu as cuda, loader, trace
 
 
 @dataclass
@@ -55,6 +55,7 @@ def open_engine(plan: str, device: int, options: dict, forward=_log) -> Shared:
     if why is not None:
         raise loader.TensorRTError(why, "UNAVAILABLE")
     loader.load_plugins(list(options.get("plugins") or []))
+    trace.record("plugins", loaded=list(options.get("plugins") or []), t=trace.now())
     try:
         count = cuda.device_count()
     except cuda.CudaError as e:
@@ -67,6 +68,7 @@ def open_engine(plan: str, device: int, options: dict, forward=_log) -> Shared:
         loader.init_builtin_plugins(trt, logger)
     runtime = loader.create_runtime(trt, flavor, logger, bool(options.get("version_compatible")))
     engine = loader.deserialize(trt, runtime, logger, plan)
+    trace.record("engine", plan=plan, t=trace.now(), version=getattr(trt, "__version__", "?"))
     f = facts_mod.engine_facts(trt, engine)
     f["flavor"] = flavor
     return Shared(trt, flavor, logger, runtime, engine, f, plan, device)
