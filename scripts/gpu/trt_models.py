@@ -120,42 +120,52 @@ def _plugin_candidates(trt, c: int):
         trt.PluginField("relu", np.array([0], np.int32), i32),
         trt.PluginField("alpha", np.array([0.0], np.float32), f32),
     ]
-    yield "InstanceNormalization_TRT", "1", inorm, lambda x: _inorm_ref(x, scales, bias, 1e-5)
-    yield "InstanceNormalization_TRT", "2", inorm, lambda x: _inorm_ref(x, scales, bias, 1e-5)
     yield "LReLU_TRT", "1", [trt.PluginField("negSlope", np.array([0.1], np.float32), f32)], lambda x: np.where(x > 0, x, 0.1 * x)
+    yield "InstanceNormalization_TRT", "2", inorm, lambda x: _inorm_ref(x, scales, bias, 1e-5)
+    yield "InstanceNormalization_TRT", "1", inorm, lambda x: _inorm_ref(x, scales, bias, 1e-5)
 
 
 def plugin(out: str) -> None:
+    """Tries each candidate in a process of its own (a plugin's creator can crash the process on bad fields)."""
+    import subprocess
+
+    tried = []
+    for k in range(3):
+        r = subprocess.run([sys.executable, __file__, "plugin-try", out, str(k)], capture_output=True, text=True)
+        if r.returncode == 0:
+            print(r.stdout.strip().splitlines()[-1])
+            return
+        tried.append(f"candidate {k}: exit {r.returncode}: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
+    raise SystemExit(f"no plugin candidate built: {tried}")
+
+
+def plugin_try(out: str, which: str) -> None:
     trt, logger = _trt()
     trt.init_libnvinfer_plugins(logger, "")
     registry = trt.get_plugin_registry()
     shape = (2, 4, 8, 8)
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
-    tried = []
-    for name, version, fields, ref in _plugin_candidates(trt, shape[1]):
-        creator = registry.get_plugin_creator(name, version, "")
-        if creator is None:
-            tried.append(f"{name} v{version}: not in this TensorRT")
-            continue
-        try:
-            plug = creator.create_plugin("nereid_check", trt.PluginFieldCollection(fields))
-            builder = trt.Builder(logger)
-            network = builder.create_network(0)
-            t = network.add_input("x", trt.float32, (-1, *shape[1:]))  # dynamic batch: Nereid batches dim 0
-            layer = network.add_plugin_v2([t], plug)
-            y = layer.get_output(0)
-            y.name = "y"
-            network.mark_output(y)
-            rest = shape[1:]
-            _build(network, builder, trt, [{"x": ((1, *rest), (2, *rest), (4, *rest))}], os.path.join(out, "plugin", "1", "model.plan"))
-        except (SystemExit, Exception) as e:  # noqa: BLE001 - try the next candidate
-            tried.append(f"{name} v{version}: {e}")
-            continue
-        with open(os.path.join(out, "plugin-ref.json"), "w") as f:
-            json.dump({"plugin": f"{name} v{version}", "x": x.tolist(), "y": ref(x).astype(np.float32).tolist()}, f)
-        print(f"[trt_models] plugin plan uses {name} version {version} from libnvinfer_plugin")
-        return
-    raise SystemExit(f"no plugin candidate built: {tried}")
+    name, version, fields, ref = list(_plugin_candidates(trt, shape[1]))[int(which)]
+    keep = [getattr(f, "data", None) for f in fields]  # the creator reads the arrays: they must outlive create_plugin
+    creator = registry.get_plugin_creator(name, version, "")
+    if creator is None:
+        raise SystemExit(f"{name} v{version}: not in this TensorRT")
+    plug = creator.create_plugin("nereid_check", trt.PluginFieldCollection(fields))
+    if plug is None:
+        raise SystemExit(f"{name} v{version}: create_plugin returned None")
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    t = network.add_input("x", trt.float32, (-1, *shape[1:]))  # dynamic batch: Nereid batches dim 0
+    layer = network.add_plugin_v2([t], plug)
+    y = layer.get_output(0)
+    y.name = "y"
+    network.mark_output(y)
+    rest = shape[1:]
+    _build(network, builder, trt, [{"x": ((1, *rest), (2, *rest), (4, *rest))}], os.path.join(out, "plugin", "1", "model.plan"))
+    del keep
+    with open(os.path.join(out, "plugin-ref.json"), "w") as f:
+        json.dump({"plugin": f"{name} v{version}", "x": x.tolist(), "y": ref(x).astype(np.float32).tolist()}, f)
+    print(f"[trt_models] plugin plan uses {name} version {version} from libnvinfer_plugin")
 
 
 def plugin_check(plan: str) -> None:
@@ -265,6 +275,7 @@ def main() -> None:
         "profiles": profiles,
         "plugin": plugin,
         "plugin-check": plugin_check,
+        "plugin-try": lambda where: plugin_try(where, sys.argv[3]),
         "seed001": seed001,
         "bert": bert,
         "unsupported": unsupported,

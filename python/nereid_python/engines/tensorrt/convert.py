@@ -60,29 +60,6 @@ def _builder_failure(trt, errors: list[str], device: int) -> ConvertError:
 _IO_TYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32", "int64": "int64", "int8": "int8", "uint8": "uint8", "bool": "bool"}
 
 
-def _int32_input(trt, network, old):
-    """An INT32 network input in place of an INT64 one (torch.onnx.export writes token ids as INT64; the blog's
-    trtexec line asks for int32 I/O): the new input, under the old name, feeds a cast to INT64 that every consumer
-    of the old input reads instead, and the old input is removed. Retyping the input in place is not enough in a
-    weakly typed TensorRT 10 network: its INT64 consumers (element-wise with INT64 constants) then refuse it."""
-    name, shape = old.name, old.shape
-    old.name = f"{name}__int64"
-    new = network.add_input(name, trt.int32, shape)
-    cast = network.add_cast(new, trt.int64)
-    cast.name = f"{name}__to_int64"
-    wide = cast.get_output(0)
-    for li in range(network.num_layers):
-        layer = network.get_layer(li)
-        if layer.name == cast.name:
-            continue
-        for j in range(layer.num_inputs):
-            src = layer.get_input(j)
-            if src is not None and src.name == old.name:
-                layer.set_input(j, wide)
-    network.remove_tensor(old)
-    return new
-
-
 def _apply_io_formats(trt, network, inputs, formats: dict) -> None:
     """trtexec's --inputIOFormats/--outputIOFormats: the network's I/O tensors take the given types (in the network's
     order; one entry applies to all), linear layout. TensorRT 10 sets a network tensor's type before the build;
@@ -99,10 +76,7 @@ def _apply_io_formats(trt, network, inputs, formats: dict) -> None:
         for k, t in enumerate(tensors):
             f = given[0] if len(given) == 1 else given[k]
             want = getattr(trt, _IO_TYPES[f["dtype"]])
-            if side == "inputs" and t.dtype == trt.int64 and want == trt.int32 and hasattr(network, "add_cast"):
-                t = _int32_input(trt, network, t)
-                _say(f"input '{t.name}': int32 (cast to the model's int64 inside the plan)")
-            elif t.dtype != want:
+            if t.dtype != want:
                 try:
                     t.dtype = want
                 except AttributeError:
@@ -211,7 +185,6 @@ def run(spec: dict) -> dict:
     config = builder.create_builder_config()
     inputs = [network.get_input(i) for i in range(network.num_inputs)]
     _apply_io_formats(trt, network, inputs, spec.get("io_formats") or {})
-    inputs = [network.get_input(i) for i in range(network.num_inputs)]  # an INT32 input may have replaced one
     shapes = spec.get("shapes") or {}
     unknown = sorted(set(shapes) - {t.name for t in inputs})
     if unknown:
