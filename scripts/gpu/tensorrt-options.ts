@@ -17,6 +17,9 @@ import { serve } from '../../src/serve.js';
 const dir = process.argv[2];
 if (dir === undefined) throw new Error('usage: tensorrt-options.ts PLANS_DIR');
 const TRACE = join(dir, 'trace.jsonl');
+/** NEREID_OPTIONS_ONLY=plugins,graphs,...: only those sections (a rerun of what an earlier run could not show). */
+const ONLY = process.env.NEREID_OPTIONS_ONLY?.split(',');
+const section = (name: string): boolean => ONLY === undefined || ONLY.includes(name);
 process.env.NEREID_TRT_TRACE = TRACE;
 let failures = 0;
 
@@ -139,12 +142,14 @@ function overlap(batches: Event[]): { overlapNs: number; busyNs: number; instanc
   return { overlapNs, busyNs, instances: new Set(batches.map((b) => b.instance)).size };
 }
 
-const ref = JSON.parse(readFileSync(join(dir, 'ref.json'), 'utf8')) as { x: number[][]; y: number[][] };
+const ref = (
+  existsSync(join(dir, 'ref.json')) ? JSON.parse(readFileSync(join(dir, 'ref.json'), 'utf8')) : { x: [], y: [] }
+) as { x: number[][]; y: number[][] };
 const MLP = join(dir, 'mlp/1/model.plan');
 const KIND = 'instance_group [ { kind: KIND_GPU count: 1 } ]\n';
 
 say('=== answers against PyTorch, and coalesce-request-input (one copy per input per batch)');
-for (const coalesce of ['false', 'true']) {
+for (const coalesce of section('coalesce') ? ['false', 'true'] : []) {
   const r = repo(`coalesce-${coalesce}`, {
     mlp: {
       plan: MLP,
@@ -173,7 +178,7 @@ for (const coalesce of ['false', 'true']) {
 
 say('\n=== execution-policy: DEVICE_BLOCKING (one batch at a time per GPU) vs BLOCKING (instances overlap)');
 const SEED_PLAN = join(dir, 'seed001/model_2/1/model.plan');
-for (const policy of ['DEVICE_BLOCKING', 'BLOCKING']) {
+for (const policy of section('policy') ? ['DEVICE_BLOCKING', 'BLOCKING'] : []) {
   const r = repo(`policy-${policy}`, {
     enc: { plan: SEED_PLAN, config: 'max_batch_size: 32\ninstance_group [ { kind: KIND_GPU count: 2 } ]\n' },
   });
@@ -211,7 +216,7 @@ for (const policy of ['DEVICE_BLOCKING', 'BLOCKING']) {
 say('\n=== execution_context_allocation_strategy and several profiles (profile in instance_group)');
 const WIDE = join(dir, 'wide/1/model.plan');
 const contextBytes: Record<string, number> = {};
-for (const strategy of ['STATIC', 'ON_PROFILE_CHANGE']) {
+for (const strategy of section('alloc') ? ['STATIC', 'ON_PROFILE_CHANGE'] : []) {
   const r = repo(`alloc-${strategy}`, {
     wide: {
       plan: WIDE,
@@ -228,11 +233,12 @@ for (const strategy of ['STATIC', 'ON_PROFILE_CHANGE']) {
     verdict(small.status === 200, `batch 4 on the instance of profile 0 (1..8): HTTP ${small.status}`);
   });
 }
-verdict(
-  contextBytes.ON_PROFILE_CHANGE! < contextBytes.STATIC!,
-  `ON_PROFILE_CHANGE took less device memory than STATIC for a profile-0 instance (${(contextBytes.ON_PROFILE_CHANGE! / 2 ** 20).toFixed(1)} vs ${(contextBytes.STATIC! / 2 ** 20).toFixed(1)} MiB)`,
-);
-{
+if (section('alloc'))
+  verdict(
+    contextBytes.ON_PROFILE_CHANGE! < contextBytes.STATIC!,
+    `ON_PROFILE_CHANGE took less device memory than STATIC for a profile-0 instance (${(contextBytes.ON_PROFILE_CHANGE! / 2 ** 20).toFixed(1)} vs ${(contextBytes.STATIC! / 2 ** 20).toFixed(1)} MiB)`,
+  );
+if (section('alloc')) {
   const r = repo('profiles', {
     wide: {
       plan: WIDE,
@@ -254,7 +260,7 @@ verdict(
 }
 
 say('\n=== CUDA graphs (optimization.cuda.graphs, graph_spec), busy_wait_events, output_copy_stream');
-for (const variant of ['graphs', 'busy-wait+output-copy-stream']) {
+for (const variant of section('graphs') ? ['graphs', 'busy-wait+output-copy-stream'] : []) {
   const cuda =
     variant === 'graphs'
       ? 'optimization { cuda { graphs: true graph_spec [ { batch_size: 1 }, { batch_size: 4 } ] } }'
@@ -293,16 +299,16 @@ const PLUGIN = join(dir, 'plugin/1/model.plan');
 const orderFile = join(dir, 'plugin-order.txt');
 process.env.NEREID_PLUGIN_ORDER = orderFile;
 const libs = process.env.NEREID_ORDER_LIBS ?? '/tmp/trt-node';
-const plugRef = JSON.parse(readFileSync(join(dir, 'plugin-ref.json'), 'utf8')) as {
+const plugRef = (
+  section('plugins') ? JSON.parse(readFileSync(join(dir, 'plugin-ref.json'), 'utf8')) : { plugin: '', x: [], y: [] }
+) as {
   plugin: string;
   x: number[];
   y: number[];
 };
-for (const plugins of [
-  `${libs}/libnereid_order_b.so;${libs}/libnereid_order_a.so`,
-  '/nonexistent/libmissing.so',
-  join(dir, 'broken.so'),
-]) {
+for (const plugins of section('plugins')
+  ? [`${libs}/libnereid_order_b.so;${libs}/libnereid_order_a.so`, '/nonexistent/libmissing.so', join(dir, 'broken.so')]
+  : []) {
   writeFileSync(join(dir, 'broken.so'), 'not an ELF file');
   rmSync(orderFile, { force: true });
   const r = repo('plugins', { plug: { plan: PLUGIN, config: `max_batch_size: 4\n${KIND}` } });

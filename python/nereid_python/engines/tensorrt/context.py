@@ -29,7 +29,7 @@ from nereid_python.api import InferenceResponse, TritonError
 from nereid_python.runtime import STATE
 from nereid_python.tensor import Tensor
 
-from . import gpu as cuda, profiles, trace
+from . import gpu as cuda, outputs, profiles, trace
 from .loader import TensorRTError
 
 
@@ -76,6 +76,7 @@ class Instance:
             if t["location"] != "device":
                 raise TensorRTError(f"tensor '{t['name']}' lives in host memory; only device tensors are served", "UNSUPPORTED")
         self.dtypes = {t["name"]: datatypes.TO_NUMPY[t["datatype"]] for t in facts["io"]}
+        self.datatype_of = {t["name"]: t["datatype"] for t in facts["io"]}
         trt = shared.trt
         cuda.set_device(shared.device)
         self.stream = cuda.stream_create()
@@ -273,24 +274,19 @@ class Instance:
             lock.acquire()
         try:
             t0 = trace.now() if trace.enabled() else 0
-            out = self._gpu(p, shapes, arrays, wanted_outputs)
+            starts = [sum(rows[:k]) for k in range(len(rows))]
+            per_request = [(starts[k], rows[k], requests[i].requested_output_names() or [t["name"] for t in self.outputs]) for k, i in enumerate(good)]
+            out = self._gpu(p, shapes, arrays, wanted_outputs, per_request)
             if t0:
                 trace.record("batch", instance=self.name, t0=t0, t1=trace.now(), requests=len(good), rows=sum(rows), profile=p, shapes=shapes, copies=self._last_copies, graph=self._last_graph)
         finally:
             if lock is not None:
                 lock.release()
-        row = 0
         for k, i in enumerate(good):
-            n = rows[k]
             names = requests[i].requested_output_names() or [t["name"] for t in self.outputs]
-            tensors = []
-            for name in names:
-                a = out.get(name)
-                if a is None:
-                    continue  # the host names an unknown output before this point
-                tensors.append(Tensor._wrap(name, a[row : row + n] if self.batching else a, next(t["datatype"] for t in self.outputs if t["name"] == name)))
+            mine = out[k]
+            tensors = [Tensor._wrap(n, mine[n], self.datatype_of[n]) for n in names if n in mine]  # unknown: refused earlier
             responses[i] = InferenceResponse(output_tensors=tensors)
-            row += n
         return responses
 
     def _segment_of(self, address: int):
@@ -339,7 +335,7 @@ class Instance:
             off += n
         return len(runs)
 
-    def _gpu(self, p: int, shapes: dict[str, list[int]], arrays: list[dict[str, np.ndarray]], wanted: set) -> dict[str, np.ndarray]:
+    def _gpu(self, p: int, shapes: dict[str, list[int]], arrays: list[dict[str, np.ndarray]], wanted: set, per_request: list) -> list[dict]:
         sh = self.shared
         ctx = self.contexts[p]
         cuda.set_device(sh.device)
@@ -361,13 +357,16 @@ class Instance:
         if self.computed is not None:
             cuda.event_record(self.computed, self.stream)
             cuda.stream_wait(self.out_stream, self.computed)
-        result = {}
-        for name, shape in out_shapes.items():
-            nbytes = _prod(shape) * self.dtypes[name].itemsize
-            ptr = self._pinned(self.staging, name, nbytes)
-            if nbytes:
-                cuda.copy_dtoh(ptr, self.device_buffers[name], nbytes, self.out_stream)
-            result[name] = _host_view(ptr, nbytes).view(self.dtypes[name]).reshape(shape)
+        result = outputs.copy_out(self, out_shapes, per_request)
+        if result is None:  # no transport block to write into: pinned staging, each request a view of its rows
+            whole = {}
+            for name, shape in out_shapes.items():
+                nbytes = _prod(shape) * self.dtypes[name].itemsize
+                ptr = self._pinned(self.staging, name, nbytes)
+                if nbytes:
+                    cuda.copy_dtoh(ptr, self.device_buffers[name], nbytes, self.out_stream)
+                whole[name] = _host_view(ptr, nbytes).view(self.dtypes[name]).reshape(shape)
+            result = [{n: (a[s : s + r] if self.batching else a) for n, a in whole.items()} for s, r, _ in per_request]
         cuda.event_record(self.done, self.out_stream)
         if self.o.get("busy_wait_events"):
             while not cuda.event_done(self.done):

@@ -1,0 +1,57 @@
+"""A batch's outputs, copied from the instance's device buffers straight into the shared-memory block that carries
+the batch's responses to the host: one device-to-host copy per request and output (its rows are contiguous in the
+device buffer), into memory pinned once per segment, instead of a copy into pinned staging and a host copy from
+there into the block. The block is laid out exactly as ``write_tensors`` lays out the responses' tensors (requests
+in order, each request's outputs in the order it asked for them, 64-byte aligned), and offered to it
+(``tensor.preplace``), which then sends it as it is. Where there is no arena (no transport), None: the caller
+stages instead."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nereid_python.runtime import STATE
+from nereid_python.shm import ALIGN
+from nereid_python.tensor import preplace
+
+from . import gpu as cuda
+
+
+def _prod(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def copy_out(inst, out_shapes: dict[str, list[int]], per_request: list[tuple[int, int, list[str]]]):
+    """Queues the copies on the instance's output stream; returns, per request, {name: array view of its rows}
+    (valid once the stream's work is done), or None where the block cannot be used."""
+    arena = STATE.arena
+    if arena is None or not hasattr(arena, "_segments"):
+        return None
+    layout = []  # (request k, name, rel, nbytes, source offset, shape)
+    total = 0
+    for k, (start, rows, names) in enumerate(per_request):
+        for name in names:
+            shape = out_shapes.get(name)
+            if shape is None:
+                continue
+            row_bytes = _prod(shape[1:]) * inst.dtypes[name].itemsize if inst.batching else 0
+            n = rows * row_bytes if inst.batching else _prod(shape) * inst.dtypes[name].itemsize
+            mine = [rows, *shape[1:]] if inst.batching else shape
+            layout.append((k, name, total, n, start * row_bytes, mine))
+            total += (n + ALIGN - 1) & ~(ALIGN - 1)
+    if total == 0:
+        return None
+    seg, off, view = arena.alloc(total)
+    segment = arena._segments[seg].array
+    inst.shared.pinning.ensure(segment.ctypes.data, segment.nbytes)
+    base = view.ctypes.data
+    out: list[dict] = [{} for _ in per_request]
+    for k, name, rel, n, src, shape in layout:
+        if n:
+            cuda.copy_dtoh(base + rel, inst.device_buffers[name] + src, n, inst.out_stream)
+        out[k][name] = view[rel : rel + n].view(inst.dtypes[name]).reshape(shape)
+    preplace(seg, off, base)
+    return out
