@@ -69,18 +69,29 @@ export async function startServerProcess(
   let exitCode: number | null | undefined;
   child.once('exit', (code) => (exitCode = code));
   const ports = await new Promise<{ http: number; grpc: number; metrics?: number }>((resolve, reject) => {
+    let started = false;
+    const timer = setTimeout(() => {
+      // Nobody holds the child after a failed start: end it here.
+      child.kill('SIGKILL');
+      reject(new Error(`nereid did not log its ports${opts.ready ? ' and ready line' : ''} within 60 s:\n${logs}`));
+    }, 60_000).unref();
     const onData = (d: Buffer): void => {
       logs += d;
+      if (started) return;
       const http = /Started HTTPService at [^:]+:(\d+)/.exec(logs);
       const grpc = /Started GRPCInferenceService at [^\s]+:(\d+)/.exec(logs);
       const metrics = opts.metrics ? /Started Metrics Service at [^:]+:(\d+)/.exec(logs) : undefined;
       if (!http || !grpc || metrics === null || (opts.ready && !opts.ready.test(logs))) return;
+      started = true;
+      clearTimeout(timer);
       resolve({ http: Number(http[1]), grpc: Number(grpc[1]), metrics: metrics && Number(metrics[1]) });
     };
     child.stderr?.on('data', onData);
     child.stdout?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`nereid exited ${code} before serving:\n${logs}`)));
-    setTimeout(() => reject(new Error(`nereid did not log its ports within 60 s:\n${logs}`)), 60_000).unref();
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`nereid exited ${code} before serving:\n${logs}`));
+    });
   });
   const status = (field: string): number => {
     const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
