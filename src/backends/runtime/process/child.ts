@@ -48,11 +48,7 @@ export interface ExitInfo {
 }
 
 /** Spawns the child with its end of the channel as fd 3; its output goes to the log (stderr's tail kept). */
-function spawnChild(opts: ChildOptions): {
-  child: ChildProcess;
-  channel: ReturnType<typeof channelPair>;
-  stderrTail: string[];
-} {
+function spawnChild(opts: ChildOptions): { child: ChildProcess; channel: ChannelPair; stderrTail: string[] } {
   const args = [
     ...opts.args,
     '--fd',
@@ -76,9 +72,8 @@ function spawnChild(opts: ChildOptions): {
     // The child has its own copy now (or there is no child): ours would keep the channel open past its exit.
     channel.releaseChildEnd();
   }
-  const logger = opts.logger;
   const stderrTail: string[] = [];
-  forwardLines(child, logger, stderrTail);
+  forwardLines(child, opts.logger, stderrTail);
   return { child, channel, stderrTail };
 }
 
