@@ -153,9 +153,9 @@ export function parseShapes(flag: string, raw: string): Map<string, number[]> {
   return out;
 }
 
-export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
+/** The flags as given: `--name=value`, `--name value`, booleans; `--config` takes an optional value. */
+function readFlags(argv: readonly string[]): Record<string, string | true> {
   const v: Record<string, string | true> = {};
-  const notes: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const m = /^--?([A-Za-z0-9-]+)(?:=(.*))?$/.exec(argv[i]);
     if (!m) throw new InvalidArgError(`unexpected argument '${argv[i]}' (see nereid convert --help)`);
@@ -175,6 +175,12 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
     if (value === undefined || value === '') throw new InvalidArgError(`--${m[1]} needs a value`);
     v[name] = value;
   }
+  return v;
+}
+
+export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
+  const v = readFlags(argv);
+  const notes: string[] = [];
   const onnx = v.onnx;
   if (typeof onnx !== 'string') throw new InvalidArgError('--onnx MODEL.onnx is required (see nereid convert --help)');
   if (v.fp16 && v.bf16) throw new InvalidArgError('--fp16 and --bf16 exclude each other');

@@ -204,6 +204,30 @@ function run(cmd: string, args: string[], io: CommandIo, env?: NodeJS.ProcessEnv
   });
 }
 
+/** Downloads the Maven Central jar to `dest` (through a `.part` file), checked against its published SHA-1. */
+async function downloadJar(plan: { url: string }, dest: string, io: CommandIo): Promise<boolean> {
+  io.out(`downloading ${plan.url} (about 1.1 GB)\n`);
+  const part = `${dest}.part`;
+  if ((await run('curl', ['-fL', '--progress-bar', '-o', part, plan.url], io)) !== 0) {
+    io.err(`cannot download ${plan.url}\n`);
+    return false;
+  }
+  if ((await run('curl', ['-fsSL', '-o', `${part}.sha1`, `${plan.url}.sha1`], io)) !== 0) {
+    io.err(`cannot download ${plan.url}.sha1 to check the download against\n`);
+    return false;
+  }
+  const bad = await sha1Mismatch(part, await readFile(`${part}.sha1`, 'utf8'));
+  await rm(`${part}.sha1`, { force: true });
+  if (bad !== undefined) {
+    await rm(part, { force: true });
+    io.err(`the download is damaged: ${bad}; run the setup again\n`);
+    return false;
+  }
+  io.out("checksum matches Maven Central's SHA-1\n");
+  await rename(part, dest);
+  return true;
+}
+
 async function fallback(
   python: string,
   version: string,
@@ -224,27 +248,7 @@ async function fallback(
   let source = jar;
   if (source === undefined) {
     source = join(home, plan!.jar);
-    if (!existsSync(source)) {
-      io.out(`downloading ${plan!.url} (about 1.1 GB)\n`);
-      const part = `${source}.part`;
-      if ((await run('curl', ['-fL', '--progress-bar', '-o', part, plan!.url], io)) !== 0) {
-        io.err(`cannot download ${plan!.url}\n`);
-        return undefined;
-      }
-      if ((await run('curl', ['-fsSL', '-o', `${part}.sha1`, `${plan!.url}.sha1`], io)) !== 0) {
-        io.err(`cannot download ${plan!.url}.sha1 to check the download against\n`);
-        return undefined;
-      }
-      const bad = await sha1Mismatch(part, await readFile(`${part}.sha1`, 'utf8'));
-      await rm(`${part}.sha1`, { force: true });
-      if (bad !== undefined) {
-        await rm(part, { force: true });
-        io.err(`the download is damaged: ${bad}; run the setup again\n`);
-        return undefined;
-      }
-      io.out("checksum matches Maven Central's SHA-1\n");
-      await rename(part, source);
-    }
+    if (!existsSync(source) && !(await downloadJar(plan!, source, io))) return undefined;
   }
   if (source.endsWith('.jar')) {
     if ((await run('unzip', ['-o', '-j', '-q', source, 'org/bytedeco/tensorrt/linux-x86_64/*', '-d', lib], io)) !== 0) {

@@ -164,6 +164,97 @@ class FrontEndThread {
   }
 }
 
+/** The open pool: its threads, each one's restart backoff, and the replacement of a thread that died. */
+class FrontEndPool {
+  readonly threads: FrontEndThread[] = [];
+  /** What a thread starts with: the options, with the ports the first thread got once it listens. */
+  settings: FrontEndOptions;
+  restarts = 0;
+  readonly #api: InferenceServerApi;
+  readonly #logger: Logger;
+  readonly #backoffs: RestartBackoff[];
+  readonly #connections: SharedArrayBuffer;
+  #closing: Promise<void> | undefined;
+
+  constructor(api: InferenceServerApi, opts: FrontEndOptions, logger: Logger) {
+    this.#api = api;
+    this.settings = opts;
+    this.#logger = logger;
+    // A pending replacement keeps the process alive: the threads are what serves.
+    this.#backoffs = Array.from({ length: opts.threads }, () => new RestartBackoff({ keepAlive: true }));
+    this.#connections = new SharedArrayBuffer(4 * opts.threads);
+  }
+
+  start(index: number): FrontEndThread {
+    // A thread that died took its connections with it (its sockets closed with its event loop).
+    Atomics.store(new Int32Array(this.#connections), index, 0);
+    const t = new FrontEndThread(index, this.#api, this.settings, this.#connections, this.#logger);
+    this.threads[index] = t;
+    // Its life counts from when it listens: a thread that never did is a failed start.
+    t.ready.then(
+      () => this.#backoffs[index].up(),
+      () => undefined,
+    );
+    void t.exited.then((code) => this.#exited(t, code));
+    return t;
+  }
+
+  /** A thread exited: unless the pool (or the thread) was closing, a replacement starts after its backoff. */
+  #exited(t: FrontEndThread, code: number): void {
+    const index = t.index;
+    if (t.closing || this.#closing !== undefined || this.threads[index] !== t) return;
+    const delay = this.#backoffs[index].schedule(() => {
+      if (this.#closing !== undefined) return;
+      this.restarts++;
+      this.start(index).ready.then(
+        () => this.#logger.info({ frontEnd: index }, `front-end thread ${index} replaced`),
+        (err: unknown) => this.#logger.error({ err, frontEnd: index }, `replacing front-end thread ${index} failed`),
+      );
+    });
+    this.#logger.error(
+      { frontEnd: index, code },
+      `front-end thread ${index} exited (code ${code}); starting a replacement in ${delay} ms`,
+    );
+  }
+
+  close(drain: Required<DrainOptions>): Promise<void> {
+    this.#closing ??= (async () => {
+      for (const b of this.#backoffs) b.cancel();
+      await Promise.all(
+        this.threads.map(async (t) => {
+          // A thread still starting finishes its start (or fails it) before it can drain.
+          await t.ready.catch(() => undefined);
+          await t.close(drain);
+        }),
+      );
+    })();
+    return this.#closing;
+  }
+
+  async injectFault(index: number, kind: 'throw' | 'terminate' | 'block', ms: number): Promise<void> {
+    const t = this.threads[index];
+    if (t === undefined) throw new InvalidArgError(`no front-end thread ${index}`);
+    if (kind === 'block') {
+      const began = new SharedArrayBuffer(4);
+      t.worker.postMessage([Tag.CRASH, 'block', ms, began]);
+      while (Atomics.load(new Int32Array(began), 0) === 0) await new Promise((r) => setTimeout(r, 1));
+      return;
+    }
+    if (kind === 'terminate') void t.worker.terminate();
+    else t.worker.postMessage([Tag.CRASH, 'throw']);
+    await t.exited;
+    // The replacement is started after the backoff; wait until it listens.
+    for (;;) {
+      const next = this.threads[index];
+      if (next !== t) {
+        await next.ready;
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
+
 /** Starts the threads; resolves once every one listens. On failure whatever started is ended before the throw. */
 export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOptions): Promise<RunningFrontEnds> {
   if (!Number.isSafeInteger(opts.threads) || opts.threads < 1) {
@@ -174,69 +265,19 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
       `front-end threads share their ports through SO_REUSEPORT, which needs Node >= 22.12 on Linux or FreeBSD (this is ${process.version} on ${process.platform}); use --http-thread-count=1`,
     );
   }
-  const logger = opts.logger ?? noopLogger;
-  const threads: FrontEndThread[] = [];
-  // A pending replacement keeps the process alive: the threads are what serves.
-  const backoffs = Array.from({ length: opts.threads }, () => new RestartBackoff({ keepAlive: true }));
-  const connections = new SharedArrayBuffer(4 * opts.threads);
-  let settings = opts;
-  let restarts = 0;
-  let closing: Promise<void> | undefined;
-
-  const start = (index: number): FrontEndThread => {
-    // A thread that died took its connections with it (its sockets closed with its event loop).
-    Atomics.store(new Int32Array(connections), index, 0);
-    const t = new FrontEndThread(index, api, settings, connections, logger);
-    threads[index] = t;
-    // Its life counts from when it listens: a thread that never did is a failed start.
-    t.ready.then(
-      () => backoffs[index].up(),
-      () => undefined,
-    );
-    void t.exited.then((code) => {
-      if (t.closing || closing !== undefined || threads[index] !== t) return;
-      const delay = backoffs[index].schedule(() => {
-        if (closing !== undefined) return;
-        restarts++;
-        start(index).ready.then(
-          () => logger.info({ frontEnd: index }, `front-end thread ${index} replaced`),
-          (err: unknown) => logger.error({ err, frontEnd: index }, `replacing front-end thread ${index} failed`),
-        );
-      });
-      logger.error(
-        { frontEnd: index, code },
-        `front-end thread ${index} exited (code ${code}); starting a replacement in ${delay} ms`,
-      );
-    });
-    return t;
-  };
-
-  const closeAll = (drain: Required<DrainOptions>): Promise<void> => {
-    closing ??= (async () => {
-      for (const b of backoffs) b.cancel();
-      await Promise.all(
-        threads.map(async (t) => {
-          // A thread still starting finishes its start (or fails it) before it can drain.
-          await t.ready.catch(() => undefined);
-          await t.close(drain);
-        }),
-      );
-    })();
-    return closing;
-  };
-
+  const pool = new FrontEndPool(api, opts, opts.logger ?? noopLogger);
   let first: Ready;
   try {
-    first = await start(0).ready;
+    first = await pool.start(0).ready;
     // The others bind the ports the first one got.
-    settings = {
+    pool.settings = {
       ...opts,
       http: opts.http && { ...opts.http, port: first.httpPort as number },
       grpc: opts.grpc && { ...opts.grpc, port: first.grpcPort as number },
     };
-    await Promise.all(Array.from({ length: opts.threads - 1 }, (_, i) => start(i + 1).ready));
+    await Promise.all(Array.from({ length: opts.threads - 1 }, (_, i) => pool.start(i + 1).ready));
   } catch (err) {
-    await closeAll({ drainMs: 0, idleMs: 0 });
+    await pool.close({ drainMs: 0, idleMs: 0 });
     throw err;
   }
 
@@ -246,33 +287,12 @@ export async function startFrontEnds(api: InferenceServerApi, opts: FrontEndOpti
     httpAddress: first.httpAddress,
     grpcPort: first.grpcPort,
     get restarts() {
-      return restarts;
+      return pool.restarts;
     },
     close: (drain = {}) => {
       const d = typeof drain === 'number' ? { drainMs: drain } : drain;
-      return closeAll({ drainMs: d.drainMs ?? 30_000, idleMs: d.idleMs ?? DEFAULT_DRAIN_IDLE_MS });
+      return pool.close({ drainMs: d.drainMs ?? 30_000, idleMs: d.idleMs ?? DEFAULT_DRAIN_IDLE_MS });
     },
-    async injectFault(index, kind, ms = 1000) {
-      const t = threads[index];
-      if (t === undefined) throw new InvalidArgError(`no front-end thread ${index}`);
-      if (kind === 'block') {
-        const began = new SharedArrayBuffer(4);
-        t.worker.postMessage([Tag.CRASH, 'block', ms, began]);
-        while (Atomics.load(new Int32Array(began), 0) === 0) await new Promise((r) => setTimeout(r, 1));
-        return;
-      }
-      if (kind === 'terminate') void t.worker.terminate();
-      else t.worker.postMessage([Tag.CRASH, 'throw']);
-      await t.exited;
-      // The replacement is started after the backoff; wait until it listens.
-      for (;;) {
-        const next = threads[index];
-        if (next !== t) {
-          await next.ready;
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    },
+    injectFault: (index, kind, ms = 1000) => pool.injectFault(index, kind, ms),
   };
 }

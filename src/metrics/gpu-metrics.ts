@@ -11,6 +11,108 @@ export interface GpuMetrics {
 /** How NVML is opened; tests pass a double of NVML's function table. */
 export type OpenNvml = () => Promise<Nvml | NvmlUnavailable>;
 
+/** Triton's gauge families: name, help, and the field of a reading each one shows. */
+const GAUGES: ReadonlyArray<readonly [string, string, (r: GpuReading) => number | undefined]> = [
+  ['nv_gpu_utilization', 'Share of the last sample period the GPU was running a kernel, 0 to 1', (r) => r.utilization],
+  ['nv_gpu_memory_total_bytes', 'GPU memory, in bytes', (r) => r.memoryTotalBytes],
+  ['nv_gpu_memory_used_bytes', 'GPU memory allocated, in bytes', (r) => r.memoryUsedBytes],
+  ['nv_gpu_power_usage', 'GPU power draw, in watts', (r) => r.powerWatts],
+  ['nv_gpu_power_limit', 'GPU power management limit, in watts', (r) => r.powerLimitWatts],
+];
+const ENERGY = 'nv_energy_consumption';
+
+/** The readings of every visible GPU: one serves every family of a scrape and any scrape within `intervalMs`. */
+class GpuReadings {
+  stopped = false;
+  readonly #nvml: Nvml;
+  readonly #intervalMs: number;
+  readonly #logger: Logger;
+  /** Each field that fails is reported once per GPU, not once per scrape. */
+  readonly #reported = new Set<string>();
+  readonly #baseline = new Map<string, number>();
+  #latest: { at: number; readings: Promise<Map<string, GpuReading>> } | undefined;
+
+  constructor(nvml: Nvml, intervalMs: number, logger: Logger) {
+    this.#nvml = nvml;
+    this.#intervalMs = intervalMs;
+    this.#logger = logger;
+  }
+
+  #note(uuid: string, r: GpuReading): void {
+    for (const [field, f] of Object.entries(r.failures)) {
+      const key = `${uuid}/${field}`;
+      if (this.#reported.has(key)) continue;
+      this.#reported.add(key);
+      const msg = `GPU ${uuid}: ${field} is not reported: ${f.message}`;
+      if (f.notSupported) this.#logger.debug(msg);
+      else this.#logger.warn(msg);
+    }
+  }
+
+  async #readAll(): Promise<Map<string, GpuReading>> {
+    const nvml = this.#nvml;
+    const readings = await Promise.all(nvml.devices.map(async (d) => [d.uuid, await nvml.read(d)] as const));
+    for (const [uuid, r] of readings) this.#note(uuid, r);
+    return new Map(readings);
+  }
+
+  /**
+   * nv_energy_consumption counts from server start (Triton's meaning): NVML's counter since driver load, less the
+   * first value read. A GPU whose first read failed takes its baseline from its first successful one.
+   */
+  async takeBaseline(): Promise<void> {
+    try {
+      for (const [uuid, r] of await this.#readAll()) {
+        if (r.energyJoules !== undefined) this.#baseline.set(uuid, r.energyJoules);
+      }
+    } catch (err) {
+      this.#logger.warn(
+        { err },
+        'GPU metrics: the first NVML reading failed; energy counts from the first that succeeds',
+      );
+    }
+  }
+
+  current(): Promise<Map<string, GpuReading>> {
+    const now = Date.now();
+    if (!this.#latest || now - this.#latest.at >= this.#intervalMs) {
+      const readings = this.#readAll().catch((err: unknown) => {
+        // A failed reading is not cached: the next scrape tries again.
+        if (this.#latest?.readings === readings) this.#latest = undefined;
+        if (!this.#reported.has('*')) this.#logger.warn({ err }, 'GPU metrics could not be read from NVML');
+        this.#reported.add('*');
+        return new Map<string, GpuReading>();
+      });
+      this.#latest = { at: now, readings };
+    }
+    return this.#latest.readings;
+  }
+
+  /** A scrape in flight finishes with the reading it started before NVML goes. */
+  async settled(): Promise<void> {
+    await this.#latest?.readings;
+  }
+
+  readonly energy = (r: GpuReading, uuid: string): number | undefined => {
+    if (r.energyJoules === undefined) return undefined;
+    if (!this.#baseline.has(uuid)) this.#baseline.set(uuid, r.energyJoules);
+    return Math.max(0, r.energyJoules - (this.#baseline.get(uuid) as number));
+  };
+
+  /** A family's collect function: one sample per GPU whose reading has the field `pick` takes. */
+  series(pick: (r: GpuReading, uuid: string) => number | undefined): () => Promise<readonly Sample[]> {
+    return async () => {
+      if (this.stopped) return [];
+      const out: Sample[] = [];
+      for (const [uuid, r] of await this.current()) {
+        const value = pick(r, uuid);
+        if (value !== undefined) out.push({ labels: { gpu_uuid: uuid }, value });
+      }
+      return out;
+    };
+  }
+}
+
 /**
  * Registers Triton's GPU families (`nv_gpu_*`, `nv_energy_consumption`, label `gpu_uuid`), one series per
  * CUDA-visible GPU, read from NVML when scraped. One reading serves every family of a scrape and any scrape within
@@ -38,91 +140,22 @@ export async function startGpuMetrics(
     await nvml.close();
     return undefined;
   }
+  const readings = new GpuReadings(nvml, intervalMs, logger);
+  await readings.takeBaseline();
 
-  // Each field that fails is reported once per GPU, not once per scrape.
-  const reported = new Set<string>();
-  const note = (uuid: string, r: GpuReading): void => {
-    for (const [field, f] of Object.entries(r.failures)) {
-      const key = `${uuid}/${field}`;
-      if (reported.has(key)) continue;
-      reported.add(key);
-      const msg = `GPU ${uuid}: ${field} is not reported: ${f.message}`;
-      if (f.notSupported) logger.debug(msg);
-      else logger.warn(msg);
-    }
-  };
-  const readAll = async (): Promise<Map<string, GpuReading>> => {
-    const readings = await Promise.all(nvml.devices.map(async (d) => [d.uuid, await nvml.read(d)] as const));
-    for (const [uuid, r] of readings) note(uuid, r);
-    return new Map(readings);
-  };
-
-  // nv_energy_consumption counts from server start (Triton's meaning): NVML's counter since driver load, less the
-  // first value read. A GPU whose first read failed takes its baseline from its first successful one.
-  const baseline = new Map<string, number>();
-  try {
-    for (const [uuid, r] of await readAll()) if (r.energyJoules !== undefined) baseline.set(uuid, r.energyJoules);
-  } catch (err) {
-    logger.warn({ err }, 'GPU metrics: the first NVML reading failed; energy counts from the first that succeeds');
-  }
-
-  let latest: { at: number; readings: Promise<Map<string, GpuReading>> } | undefined;
-  let stopped = false;
-  const current = (): Promise<Map<string, GpuReading>> => {
-    const now = Date.now();
-    if (!latest || now - latest.at >= intervalMs) {
-      const readings = readAll().catch((err: unknown) => {
-        // A failed reading is not cached: the next scrape tries again.
-        if (latest?.readings === readings) latest = undefined;
-        if (!reported.has('*')) logger.warn({ err }, 'GPU metrics could not be read from NVML');
-        reported.add('*');
-        return new Map<string, GpuReading>();
-      });
-      latest = { at: now, readings };
-    }
-    return latest.readings;
-  };
-  const series =
-    (pick: (r: GpuReading, uuid: string) => number | undefined) => async (): Promise<readonly Sample[]> => {
-      if (stopped) return [];
-      const out: Sample[] = [];
-      for (const [uuid, r] of await current()) {
-        const value = pick(r, uuid);
-        if (value !== undefined) out.push({ labels: { gpu_uuid: uuid }, value });
-      }
-      return out;
-    };
-
-  const energy = (r: GpuReading, uuid: string): number | undefined => {
-    if (r.energyJoules === undefined) return undefined;
-    if (!baseline.has(uuid)) baseline.set(uuid, r.energyJoules);
-    return Math.max(0, r.energyJoules - (baseline.get(uuid) as number));
-  };
-  const gauges: [string, string, (r: GpuReading) => number | undefined][] = [
-    [
-      'nv_gpu_utilization',
-      'Share of the last sample period the GPU was running a kernel, 0 to 1',
-      (r) => r.utilization,
-    ],
-    ['nv_gpu_memory_total_bytes', 'GPU memory, in bytes', (r) => r.memoryTotalBytes],
-    ['nv_gpu_memory_used_bytes', 'GPU memory allocated, in bytes', (r) => r.memoryUsedBytes],
-    ['nv_gpu_power_usage', 'GPU power draw, in watts', (r) => r.powerWatts],
-    ['nv_gpu_power_limit', 'GPU power management limit, in watts', (r) => r.powerLimitWatts],
-  ];
-  const names = [...gauges.map(([name]) => name), 'nv_energy_consumption'];
-  for (const [name, help, pick] of gauges) registry.registerMetric(new ScrapedGauge(name, help, series(pick)));
+  const names = [...GAUGES.map(([name]) => name), ENERGY];
+  for (const [name, help, pick] of GAUGES) registry.registerMetric(new ScrapedGauge(name, help, readings.series(pick)));
   registry.registerMetric(
-    new ScrapedCounter('nv_energy_consumption', 'GPU energy used since the server started, in joules', series(energy)),
+    new ScrapedCounter(ENERGY, 'GPU energy used since the server started, in joules', readings.series(readings.energy)),
   );
   logger.info(`Collecting metrics for ${nvml.devices.length} GPU(s): ${nvml.devices.map((d) => d.name).join(', ')}`);
 
   return {
     async stop() {
-      if (stopped) return;
-      stopped = true;
+      if (readings.stopped) return;
+      readings.stopped = true;
       for (const name of names) registry.removeSingleMetric(name);
-      // A scrape in flight finishes with the reading it started before NVML goes.
-      await latest?.readings;
+      await readings.settled();
       await nvml.close();
     },
   };

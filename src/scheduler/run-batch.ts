@@ -65,6 +65,9 @@ export class BatchCancels {
  * Decoupled members get each response through `onResponse` and settle at their final flag, which may come after
  * the execution returned.
  */
+// Long: one batch's state (last responses, errors, final flags) is shared by the responder the engine calls and by
+// the settling after execute; it stays locals of one function, read in execution order, on the hot path of every
+// batch rather than fields of a per-batch object whose methods would be spread apart.
 export async function runBatch(
   instance: Instance,
   members: readonly Member[],

@@ -1,7 +1,7 @@
 import type { EngineRequest } from '../backends/contract.js';
 import { DATATYPES } from '../core/datatypes.js';
 import { InvalidArgError } from '../core/errors.js';
-import type { InferRequest, RequestedOutput } from '../core/inference.js';
+import type { InferInput, InferRequest, RequestedOutput } from '../core/inference.js';
 import { elementCount, type Tensor } from '../core/tensor.js';
 import type { ModelSpec, TensorSpec } from '../repository/spec.js';
 
@@ -35,16 +35,8 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
         `inference input '${input.name}' data-type is '${input.datatype}', but model '${model}' expects '${cfg.datatype}'`,
       );
     }
-    const full = cfg.fullDims;
     const shape = input.shape;
-    if (shape.length !== full.length || shape.some((d, i) => full[i] !== -1 && d !== full[i])) {
-      throw new InvalidArgError(
-        `unexpected shape for input '${input.name}' for model '${model}'. Expected ${fmt(full)}, got ${fmt(shape)}.` +
-          (mbs > 0 && shape.length === cfg.dims.length
-            ? ` NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero.`
-            : ''),
-      );
-    }
+    checkShape(input, cfg, model, mbs);
     if (mbs > 0) {
       const b = shape[0];
       if (b < 1 || b > mbs) {
@@ -59,15 +51,7 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
       }
       batchSize = b;
     }
-    const count = elementCount(shape, `input '${input.name}'`);
-    // A device input's bytes were checked against its shape when it was bound (shm/bind.ts); checked again here.
-    const got =
-      input.device === undefined ? input.data.length : input.device.byteSize / DATATYPES[input.datatype].byteSize;
-    if (got !== count) {
-      throw new InvalidArgError(
-        `input '${input.name}' for model '${model}': shape ${fmt(shape)} needs ${count} elements, got ${got}`,
-      );
-    }
+    checkElementCount(input, model);
     const tensor: Tensor = {
       name: input.name,
       datatype: input.datatype,
@@ -77,13 +61,7 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
     if (input.device !== undefined) tensor.device = input.device;
     inputs.push(tensor);
   }
-  if (spec.requiredInputs.some((n) => !seen.has(n))) {
-    const missing = spec.requiredInputs.filter((n) => !seen.has(n));
-    const names = (xs: readonly string[]): string => `[${xs.map((x) => `'${x}'`).join(',')}]`;
-    throw new InvalidArgError(
-      `expected ${spec.inputs.size} inputs but got ${req.inputs.length} inputs for model '${model}'. Got input(s) ${names(req.inputs.map((i) => i.name))}, but missing required input(s) ${names(missing)}. Please provide all required input(s).`,
-    );
-  }
+  if (spec.requiredInputs.some((n) => !seen.has(n))) throw missingInputs(req, spec, seen);
   // Config order: requests that share a batch must list their inputs alike (JSON bodies may order them freely).
   for (let i = 1; i < inputs.length; i++) {
     if ((spec.inputOrder.get(inputs[i - 1].name) as number) > (spec.inputOrder.get(inputs[i].name) as number)) {
@@ -103,6 +81,43 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
     },
     outputs,
   };
+}
+
+/** The input's shape against the config's dims (Triton's note when the batch dimension is missing). */
+function checkShape(input: InferInput, cfg: TensorSpec, model: string, mbs: number): void {
+  const full = cfg.fullDims;
+  const shape = input.shape;
+  if (shape.length !== full.length || shape.some((d, i) => full[i] !== -1 && d !== full[i])) {
+    throw new InvalidArgError(
+      `unexpected shape for input '${input.name}' for model '${model}'. Expected ${fmt(full)}, got ${fmt(shape)}.` +
+        (mbs > 0 && shape.length === cfg.dims.length
+          ? ` NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero.`
+          : ''),
+    );
+  }
+}
+
+/** The input's data against its shape. */
+function checkElementCount(input: InferInput, model: string): void {
+  const shape = input.shape;
+  const count = elementCount(shape, `input '${input.name}'`);
+  // A device input's bytes were checked against its shape when it was bound (shm/bind.ts); checked again here.
+  const got =
+    input.device === undefined ? input.data.length : input.device.byteSize / DATATYPES[input.datatype].byteSize;
+  if (got !== count) {
+    throw new InvalidArgError(
+      `input '${input.name}' for model '${model}': shape ${fmt(shape)} needs ${count} elements, got ${got}`,
+    );
+  }
+}
+
+/** Triton's message for required inputs the request left out. */
+function missingInputs(req: InferRequest, spec: ModelSpec, seen: ReadonlySet<string>): InvalidArgError {
+  const missing = spec.requiredInputs.filter((n) => !seen.has(n));
+  const names = (xs: readonly string[]): string => `[${xs.map((x) => `'${x}'`).join(',')}]`;
+  return new InvalidArgError(
+    `expected ${spec.inputs.size} inputs but got ${req.inputs.length} inputs for model '${spec.name}'. Got input(s) ${names(req.inputs.map((i) => i.name))}, but missing required input(s) ${names(missing)}. Please provide all required input(s).`,
+  );
 }
 
 /** With `reshape`, the engine sees the reshaped dims (batch dim kept in front). */

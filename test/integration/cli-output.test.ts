@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { EXAMPLES } from '../helpers/server.js';
+import { startServerProcess } from '../hardening/server-process.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -19,38 +20,14 @@ function withoutColorForcing(): NodeJS.ProcessEnv {
  * `ready` recognizes the ready line in the chosen format.
  */
 async function serveUntilReady(args: string[], ready: RegExp, env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      MAIN,
-      'serve',
-      '--model-repository',
-      EXAMPLES,
-      '--http-port=0',
-      '--http-address=127.0.0.1',
-      '--grpc-port=0',
-      '--grpc-address=127.0.0.1',
-      '--metrics-port=0',
-      ...args,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...withoutColorForcing(), ...env } },
-  );
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d));
-  const exited = once(child, 'exit');
-  await new Promise<void>((resolve, reject) => {
-    child.stderr.on('data', (d: Buffer) => {
-      out += d;
-      // The endpoints block is the last thing printed at ready; JSON ends with the ready record.
-      if (ready.test(out)) resolve();
-    });
-    void exited.then(([code]) => reject(new Error(`exited ${String(code)} before ready:\n${out}`)));
+  const server = await startServerProcess(['--model-repository', EXAMPLES, ...args], [], {
+    env: { ...withoutColorForcing(), ...env },
+    // The endpoints block lists the metrics endpoint too.
+    metrics: true,
+    ready,
   });
-  child.kill('SIGTERM');
-  await exited;
-  return out;
+  await server.stop();
+  return server.logs();
 }
 
 describe('nereid serve output', () => {

@@ -4,7 +4,8 @@ import { request } from 'node:http';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { EXAMPLES, TEST_FRONTEND_THREADS } from '../helpers/server.js';
+import { EXAMPLES } from '../helpers/server.js';
+import { startServerProcess } from '../hardening/server-process.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -20,29 +21,6 @@ async function run(args: string[]): Promise<{ code: number | null; stdout: strin
   child.stderr?.on('data', (d: Buffer) => (stderr += d));
   const [code] = (await once(child, 'exit')) as [number | null];
   return { code, stdout, stderr };
-}
-
-/** Starts `nereid serve` on port 0 and resolves with its HTTP port once it logs that HTTP is up. */
-async function startChild(args: string[]): Promise<{ child: ChildProcess; port: number; logs: () => string }> {
-  const child = nereid([
-    'serve',
-    '--http-port=0',
-    '--http-address=127.0.0.1',
-    '--metrics-port=0',
-    '--grpc-port=0',
-    `--http-thread-count=${TEST_FRONTEND_THREADS}`,
-    ...args,
-  ]);
-  let logs = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stderr?.on('data', (d: Buffer) => {
-      logs += d;
-      const m = /Started HTTPService at [^:]+:(\d+)/.exec(logs);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code} before serving:\n${logs}`)));
-  });
-  return { child, port, logs: () => logs };
 }
 
 describe('nereid CLI', () => {
@@ -81,12 +59,12 @@ describe('nereid CLI', () => {
   });
 
   it('serves the examples with client shared memory on, and exits 0 on SIGTERM', async () => {
-    const { child, port } = await startChild(['--model-repository', EXAMPLES, '--allow-client-shm=true']);
+    const { child, httpUrl } = await startServerProcess(['--model-repository', EXAMPLES, '--allow-client-shm=true']);
     try {
-      const res = await fetch(`http://127.0.0.1:${port}/v2/health/ready`);
+      const res = await fetch(`${httpUrl}/v2/health/ready`);
       assert.equal(res.status, 200);
       // Registration is allowed (the key does not exist, so it is refused for that reason, not as disabled).
-      const reg = await fetch(`http://127.0.0.1:${port}/v2/systemsharedmemory/region/r/register`, {
+      const reg = await fetch(`${httpUrl}/v2/systemsharedmemory/region/r/register`, {
         method: 'POST',
         body: JSON.stringify({ key: '/nereid-cli-test-missing', byte_size: 8 }),
       });
@@ -106,7 +84,7 @@ describe('graceful shutdown', () => {
    * as such (undici's fetch trips an internal assertion when the server closes an idle keep-alive connection at
    * shutdown, which is the server's right). Resolves with the status, or 0 when the body was cut short.
    */
-  function slowRequest(port: number): Promise<number> {
+  function slowRequest(port: string): Promise<number> {
     const batch = 8;
     const seq = 512;
     const ids = Array.from({ length: batch * seq }, (_, i) => i % 1000);
@@ -139,8 +117,8 @@ describe('graceful shutdown', () => {
   }
 
   it('SIGTERM with requests in flight: every one is answered 200, then the process exits 0', async () => {
-    const { child, port } = await startChild(['--model-repository', EXAMPLES]);
-    const inflight = Array.from({ length: 6 }, () => slowRequest(port));
+    const { child, httpUrl } = await startServerProcess(['--model-repository', EXAMPLES]);
+    const inflight = Array.from({ length: 6 }, () => slowRequest(new URL(httpUrl).port));
     await new Promise((r) => setTimeout(r, 300));
     child.kill('SIGTERM');
     const exited = once(child, 'exit');

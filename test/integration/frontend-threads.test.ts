@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { serve } from '../../src/serve.js';
 import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
+import { startServerProcess, type ServerProcess } from '../hardening/server-process.js';
 
 /**
  * Front-end threads (src/frontend/) on real sockets: requests from several threads meet in one scheduler, and the
@@ -366,36 +365,15 @@ describe('--reuse-http-port and --reuse-grpc-port', () => {
 });
 
 describe('front-end threads: SIGTERM', () => {
-  const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-
   it('drains every thread: requests in flight on each are answered, then the process exits 0', async () => {
     const repo = await makeRepo();
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        MAIN,
-        'serve',
-        `--model-repository=${repo}`,
-        '--http-port=0',
-        '--http-address=127.0.0.1',
-        '--grpc-port=0',
-        '--metrics-port=0',
-        '--http-thread-count=3',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    let server: ServerProcess | undefined;
     try {
-      let logs = '';
-      const port = await new Promise<number>((resolve, reject) => {
-        child.stderr?.on('data', (d: Buffer) => {
-          logs += d;
-          const m = /Started HTTPService at [^:]+:(\d+) \(3 threads\)/.exec(logs);
-          if (m) resolve(Number(m[1]));
-        });
-        child.once('exit', (code) => reject(new Error(`exited ${code} before serving:\n${logs}`)));
+      server = await startServerProcess([`--model-repository=${repo}`, '--http-thread-count=3'], [], {
+        ready: /Started HTTPService at [^:]+:\d+ \(3 threads\)/,
       });
+      const { child } = server;
+      const port = Number(new URL(server.httpUrl).port);
       const inflight = Array.from({ length: CONNECTIONS }, () => infer(port, 'slow'));
       await new Promise((r) => setTimeout(r, 400));
       child.kill('SIGTERM');
@@ -406,11 +384,11 @@ describe('front-end threads: SIGTERM', () => {
         `every request in flight answered 200: ${JSON.stringify(replies.map((r) => (r === 'reset' ? r : r.status)))}`,
       );
       const [code] = (await exited) as [number | null];
-      assert.equal(code, 0, logs);
+      assert.equal(code, 0, server.logs());
       // New connections are refused once the threads stopped listening.
       assert.equal(await simple(port), 'reset');
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      if (server?.child.exitCode === null) server.child.kill('SIGKILL');
       await rm(repo, { recursive: true, force: true });
     }
   });

@@ -13,6 +13,7 @@ import { buildProviderDoubles, wheelMembers, writeZip, type ProviderDoubles } fr
 import { buildNvmlLibraryDouble } from '../helpers/nvml-double.js';
 import { OFFLINE_ENV } from '../helpers/offline.js';
 import { EXAMPLES } from '../helpers/server.js';
+import { startServerProcess } from '../hardening/server-process.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const ORT_VERSION = (
@@ -333,40 +334,14 @@ echo "Saved the wheel"; exit 0`
 describe('nereid serve --allow-gpu-metrics', () => {
   /** Starts serve, scrapes /metrics once, stops it. */
   async function scrape(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        MAIN,
-        'serve',
-        '--model-repository',
-        EXAMPLES,
-        '--http-port=0',
-        '--grpc-port=0',
-        '--metrics-port=0',
-        '--metrics-address=127.0.0.1',
-        ...args,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
-    );
-    let logs = '';
+    const server = await startServerProcess(['--model-repository', EXAMPLES, ...args], [], {
+      env: { ...process.env, ...env },
+      metrics: true,
+    });
     try {
-      const port = await new Promise<number>((resolve, reject) => {
-        child.stderr.on('data', (d: Buffer) => {
-          logs += d;
-          const m = /Started Metrics Service at [^:]+:(\d+)/.exec(logs);
-          if (m) resolve(Number(m[1]));
-        });
-        child.once('exit', (code) => reject(new Error(`exited ${code}:\n${logs}`)));
-      });
-      return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return await (await fetch(`${server.metricsUrl}/metrics`)).text();
     } finally {
-      // A child that already exited (a failed start) has no exit event left to wait for.
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        await once(child, 'exit');
-      }
+      await server.stop();
     }
   }
 

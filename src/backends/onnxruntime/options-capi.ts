@@ -78,26 +78,24 @@ function defaultIntraOpThreads(config: ModelConfig): number {
   return Math.max(1, Math.floor(availableParallelism() / totalInstances(config)));
 }
 
-/**
- * Maps a model config and `--backend-config=onnxruntime,...` to a SessionPlan. Throws INVALID_ARG naming the
- * option for a bad value or an unknown accelerator or accelerator parameter.
- */
-export function planSession(config: ModelConfig, backendConfig: BackendConfig = {}): SessionPlan {
-  const params: Record<string, string> = {};
-  for (const [k, v] of Object.entries(config.parameters ?? {})) params[k] = v.string_value ?? '';
-  const warnings: string[] = [];
+type Params = Readonly<Record<string, string>>;
 
-  let executionMode: 0 | 1 | undefined;
-  if (params.execution_mode !== undefined) {
-    const m = params.execution_mode.trim();
-    if (m !== '0' && m !== '1') {
-      throw new InvalidArgError(
-        `parameter 'execution_mode': expected 0 (sequential) or 1 (parallel), got '${params.execution_mode}'`,
-      );
-    }
-    executionMode = m === '0' ? 0 : 1;
+/** `execution_mode`: 0 sequential, 1 parallel; undefined when the model does not say. */
+function executionModeOf(params: Params): 0 | 1 | undefined {
+  if (params.execution_mode === undefined) return undefined;
+  const m = params.execution_mode.trim();
+  if (m !== '0' && m !== '1') {
+    throw new InvalidArgError(
+      `parameter 'execution_mode': expected 0 (sequential) or 1 (parallel), got '${params.execution_mode}'`,
+    );
   }
+  return m === '0' ? 0 : 1;
+}
 
+type ThreadPlan = Pick<SessionPlan, 'intraOpThreads' | 'interOpThreads' | 'globalThreadPool'>;
+
+/** Thread counts: the model's parameters, or the backend config's when the global thread pool is on. */
+function threadPlan(config: ModelConfig, params: Params, backendConfig: BackendConfig, warnings: string[]): ThreadPlan {
   const pool = backendConfig['enable-global-threadpool'];
   const useGlobal = pool !== undefined && parseBool("backend-config 'onnxruntime,enable-global-threadpool'", pool);
   const counts: Record<'intra_op_thread_count' | 'inter_op_thread_count', number | undefined> = {
@@ -115,22 +113,30 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
       warnings.push(`parameter '${key}' is ignored: the global thread pool is enabled (backend-config applies)`);
     }
   }
-  let intraOpThreads: number | undefined;
-  let interOpThreads: number | undefined;
-  let globalThreadPool: GlobalThreadPool | undefined;
   if (useGlobal) {
-    globalThreadPool = {
-      intraOpThreads: backendCounts.intra_op_thread_count ?? 0,
-      interOpThreads: backendCounts.inter_op_thread_count ?? 0,
+    return {
+      intraOpThreads: undefined,
+      interOpThreads: undefined,
+      globalThreadPool: {
+        intraOpThreads: backendCounts.intra_op_thread_count ?? 0,
+        interOpThreads: backendCounts.inter_op_thread_count ?? 0,
+      },
     };
-  } else {
-    // 0 means "let onnxruntime pick" in Triton, expressed by not calling SetIntra/InterOpNumThreads.
-    const intra = counts.intra_op_thread_count;
-    intraOpThreads = intra === undefined ? defaultIntraOpThreads(config) : intra > 0 ? intra : undefined;
-    const inter = counts.inter_op_thread_count;
-    interOpThreads = inter !== undefined && inter > 0 ? inter : undefined;
   }
+  // 0 means "let onnxruntime pick" in Triton, expressed by not calling SetIntra/InterOpNumThreads.
+  const intra = counts.intra_op_thread_count;
+  const inter = counts.inter_op_thread_count;
+  return {
+    intraOpThreads: intra === undefined ? defaultIntraOpThreads(config) : intra > 0 ? intra : undefined,
+    interOpThreads: inter !== undefined && inter > 0 ? inter : undefined,
+    globalThreadPool: undefined,
+  };
+}
 
+type MemoryPlan = Pick<SessionPlan, 'cpuMemArena' | 'memPattern' | 'sessionConfig' | 'runConfig' | 'shrinksGpuArena'>;
+
+/** Arenas, memory patterns and the session and run config entries the memory parameters become. */
+function memoryPlan(params: Params): MemoryPlan {
   const cpuMemArena =
     params.enable_mem_arena === undefined
       ? undefined
@@ -160,7 +166,13 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     shrinksGpuArena = /gpu:/.test(shrink);
     if (shrink !== '') runConfig.push(['memory.enable_memory_arena_shrinkage', shrink]);
   }
+  return { cpuMemArena, memPattern, sessionConfig, runConfig, shrinksGpuArena };
+}
 
+type AcceleratorPlan = Pick<SessionPlan, 'gpuProviders' | 'gpuAccelerators' | 'cpuProviders'>;
+
+/** The execution providers the config's `execution_accelerators` (and CUDA parameters) ask for. */
+function acceleratorPlan(config: ModelConfig, params: Params, warnings: string[]): AcceleratorPlan {
   const gpuProviders: ProviderPlan[] = [];
   const cpuProviders: ProviderPlan[] = [];
   const eas = config.optimization?.execution_accelerators;
@@ -193,26 +205,45 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
       'optimization.execution_accelerators.gpu_execution_accelerator applies to KIND_GPU instances only; this model has none',
     );
   }
-
-  return Object.freeze({
-    graphLevel: graphLevel(config.optimization?.graph?.level),
-    executionMode,
-    intraOpThreads,
-    interOpThreads,
-    cpuMemArena,
-    memPattern,
-    sessionConfig,
-    runConfig,
-    globalThreadPool,
+  return {
     gpuProviders,
     gpuAccelerators: (eas?.gpu_execution_accelerator ?? []).map((ea) => ea.name ?? ''),
     cpuProviders,
-    shrinksGpuArena,
+  };
+}
+
+/**
+ * Maps a model config and `--backend-config=onnxruntime,...` to a SessionPlan. Throws INVALID_ARG naming the
+ * option for a bad value or an unknown accelerator or accelerator parameter. The parts are checked in a fixed
+ * order (execution mode, threads, memory, accelerators, graph level), so a config with several bad values is
+ * always reported by the same one.
+ */
+export function planSession(config: ModelConfig, backendConfig: BackendConfig = {}): SessionPlan {
+  const params: Record<string, string> = {};
+  for (const [k, v] of Object.entries(config.parameters ?? {})) params[k] = v.string_value ?? '';
+  const warnings: string[] = [];
+  const executionMode = executionModeOf(params);
+  const threads = threadPlan(config, params, backendConfig, warnings);
+  const memory = memoryPlan(params);
+  const accelerators = acceleratorPlan(config, params, warnings);
+  return Object.freeze({
+    graphLevel: graphLevel(config.optimization?.graph?.level),
+    executionMode,
+    intraOpThreads: threads.intraOpThreads,
+    interOpThreads: threads.interOpThreads,
+    cpuMemArena: memory.cpuMemArena,
+    memPattern: memory.memPattern,
+    sessionConfig: memory.sessionConfig,
+    runConfig: memory.runConfig,
+    globalThreadPool: threads.globalThreadPool,
+    gpuProviders: accelerators.gpuProviders,
+    gpuAccelerators: accelerators.gpuAccelerators,
+    cpuProviders: accelerators.cpuProviders,
+    shrinksGpuArena: memory.shrinksGpuArena,
     warnings,
   });
 }
 
-/** The providers of one instance, device ids filled in. Throws INVALID_ARG for a config the kind cannot take. */
 /**
  * Whether sessions of this plan replay CUDA graphs (the CUDA provider's `enable_cuda_graph`): they run on the
  * engine-thread transport, whose instance thread can copy into and out of the graphs' fixed device buffers.
@@ -223,6 +254,7 @@ export function usesCudaGraphs(plan: SessionPlan): boolean {
   );
 }
 
+/** The providers of one instance, device ids filled in. Throws INVALID_ARG for a config the kind cannot take. */
 export function providersFor(plan: SessionPlan, spec: Pick<InstanceSpec, 'kind' | 'device' | 'name'>): ProviderPlan[] {
   if (spec.kind === 'KIND_GPU') {
     if (!Number.isSafeInteger(spec.device) || spec.device < 0) {

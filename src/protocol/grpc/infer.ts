@@ -117,135 +117,186 @@ export function modelStreamInfer(
   limits: InferLimits,
 ): grpc.handleBidiStreamingCall<unknown, unknown> {
   return (call) => {
+    const stream = new InferStream(api, logger, limits, call);
+    call.on('data', (msg: ModelInferRequestMsg) => stream.request(msg));
+    call.on('end', () => stream.end());
+    call.on('cancelled', () => stream.dispose());
+    call.on('error', () => stream.disposeSignal());
+  };
+}
+
+/**
+ * One ModelStreamInfer call: the order of its responses (`tail`), its backpressure (`pending`, `budget`) and
+ * whether it has failed. A class rather than closures in modelStreamInfer so each step is a method of its own;
+ * the per-request work allocates what the closures did.
+ */
+class InferStream {
+  readonly signal: AbortSignal;
+  readonly budget: StreamBudget;
+  readonly #api: InferenceServerApi;
+  readonly #logger: Logger;
+  readonly #limits: InferLimits;
+  readonly #call: grpc.ServerDuplexStream<unknown, unknown>;
+  readonly #dispose: () => void;
+  readonly #endOnError: boolean;
+  #tail: Promise<void> = Promise.resolve();
+  #failed = false;
+  #pending = 0;
+  /** Decoupled requests still answering; the stream ends only after them. */
+  readonly #answering = new Set<Promise<void>>();
+  /** A request's response was handed over (or failed): bound once, chained per request. */
+  readonly #settled = (): void => {
+    this.#pending--;
+    if (!this.#full() && this.#call.isPaused()) this.#call.resume();
+  };
+
+  constructor(
+    api: InferenceServerApi,
+    logger: Logger,
+    limits: InferLimits,
+    call: grpc.ServerDuplexStream<unknown, unknown>,
+  ) {
+    this.#api = api;
+    this.#logger = logger;
+    this.#limits = limits;
+    this.#call = call;
     const { signal, abort, dispose } = callSignal(call);
-    const endOnError = call.metadata.get('triton_grpc_error')[0] === 'true';
-    let tail: Promise<void> = Promise.resolve();
-    let failed = false;
-    let pending = 0;
-    const budget = new StreamBudget(limits.stream, (err) => {
+    this.signal = signal;
+    this.#dispose = dispose;
+    this.#endOnError = call.metadata.get('triton_grpc_error')[0] === 'true';
+    this.budget = new StreamBudget(limits.stream, (err) => {
       logger.warn(`gRPC ModelStreamInfer: ${err.message}; ending the stream with RESOURCE_EXHAUSTED`);
-      if (!failed && !signal.aborted) call.emit('error', toStatus(err, logger, 'ModelStreamInfer'));
-      failed = true;
+      if (!this.#failed && !signal.aborted) call.emit('error', toStatus(err, logger, 'ModelStreamInfer'));
+      this.#failed = true;
       abort(err);
     });
-    const full = (): boolean =>
-      pending >= limits.maxResponsePoolSize || budget.pendingBytes >= limits.stream.maxPendingBytes / 2;
-    const settled = (): void => {
-      pending--;
-      if (!full() && call.isPaused()) call.resume();
-    };
+  }
 
-    /** Writes `msg`; `held` bytes given to the budget are taken once the transport took the message. */
-    const write = (msg: ModelStreamInferResponseMsg, held?: number): Promise<void> =>
-      new Promise((resolve) => {
-        const took = (): void => {
-          if (held !== undefined) budget.took(held);
-          resolve();
-        };
-        if (signal.aborted || failed || call.write(msg)) return took();
-        // Backpressure: wait until the client reads before writing the next response.
-        const done = (): void => {
-          call.off('drain', done);
-          signal.removeEventListener('abort', done);
-          took();
-        };
-        call.once('drain', done);
-        signal.addEventListener('abort', done, { once: true });
+  #full(): boolean {
+    return (
+      this.#pending >= this.#limits.maxResponsePoolSize ||
+      this.budget.pendingBytes >= this.#limits.stream.maxPendingBytes / 2
+    );
+  }
+
+  /** Writes `msg`; `held` bytes given to the budget are taken once the transport took the message. */
+  write(msg: ModelStreamInferResponseMsg, held?: number): Promise<void> {
+    return new Promise((resolve) => {
+      const took = (): void => {
+        if (held !== undefined) this.budget.took(held);
+        resolve();
+      };
+      if (this.signal.aborted || this.#failed || this.#call.write(msg)) return took();
+      // Backpressure: wait until the client reads before writing the next response.
+      const done = (): void => {
+        this.#call.off('drain', done);
+        this.signal.removeEventListener('abort', done);
+        took();
+      };
+      this.#call.once('drain', done);
+      this.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** A failed request: `error_message` on the stream, or the stream's end with the status (`triton_grpc_error`). */
+  async report(err: unknown): Promise<void> {
+    if (this.#failed || this.signal.aborted) return;
+    if (this.#endOnError) {
+      this.#failed = true;
+      this.#call.emit('error', toStatus(err, this.#logger, 'ModelStreamInfer'));
+      return;
+    }
+    await this.write({ error_message: errorMessage(err, this.#logger, 'ModelStreamInfer'), infer_response: null });
+  }
+
+  /** Runs `job` after every job queued before it: responses go out in request order. */
+  queue(job: () => Promise<void>): void {
+    this.#tail = this.#tail
+      .then(job)
+      .catch((err: unknown) => this.#logger.error({ err }, 'gRPC ModelStreamInfer: writing a response failed'));
+  }
+
+  request(msg: ModelInferRequestMsg): void {
+    let decoupled = false;
+    try {
+      decoupled = this.#api.checkModel(
+        msg.model_name,
+        msg.model_version === '' ? undefined : msg.model_version,
+      ).decoupled;
+    } catch {
+      // inferOnce reports the lookup failure in order.
+    }
+    if (decoupled) {
+      const done = streamDecoupled(this.#api, msg, this);
+      this.#answering.add(done);
+      void done.finally(() => this.#answering.delete(done));
+      return;
+    }
+    // Backpressure: stop reading requests while the client has this many responses not yet taken.
+    this.#pending++;
+    if (this.#full()) this.#call.pause();
+    const running = inferOnce(this.#api, msg, this.signal, this.#limits).then(
+      (infer_response): ModelStreamInferResponseMsg => ({ error_message: '', infer_response }),
+      (err: unknown) => ({ err }),
+    );
+    this.queue(async () => {
+      const result = await running;
+      if (this.#failed || this.signal.aborted) return;
+      if ('err' in result) return this.report(result.err);
+      const held = heldBytes(result.infer_response!);
+      if (this.budget.add(held)) await this.write(result, held);
+      if (this.#full()) this.#call.pause();
+    });
+    this.#tail = this.#tail.finally(this.#settled);
+  }
+
+  /** The client half-closed: end the stream once every response is written. */
+  end(): void {
+    // tail never rejects (each write's failure is caught and logged above), so nothing is dropped here.
+    void Promise.all(this.#answering)
+      .then(() => this.#tail)
+      .then(() => {
+        this.dispose();
+        if (!this.#failed && !this.signal.aborted) this.#call.end();
       });
+  }
 
-    /** Decoupled requests still answering; the stream ends only after them. */
-    const answering = new Set<Promise<void>>();
-    const report = async (err: unknown): Promise<void> => {
-      if (failed || signal.aborted) return;
-      if (endOnError) {
-        failed = true;
-        call.emit('error', toStatus(err, logger, 'ModelStreamInfer'));
-        return;
-      }
-      await write({ error_message: errorMessage(err, logger, 'ModelStreamInfer'), infer_response: null });
-    };
-    const queue = (job: () => Promise<void>): void => {
-      tail = tail
-        .then(job)
-        .catch((err: unknown) => logger.error({ err }, 'gRPC ModelStreamInfer: writing a response failed'));
-    };
+  dispose(): void {
+    this.#dispose();
+    this.budget.dispose();
+  }
 
-    call.on('data', (msg: ModelInferRequestMsg) => {
-      let decoupled = false;
-      try {
-        decoupled = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version).decoupled;
-      } catch {
-        // inferOnce reports the lookup failure in order.
-      }
-      if (decoupled) {
-        const done = streamDecoupled(api, msg, signal, budget, queue, write, report);
-        answering.add(done);
-        void done.finally(() => answering.delete(done));
-        return;
-      }
-      // Backpressure: stop reading requests while the client has this many responses not yet taken.
-      pending++;
-      if (full()) call.pause();
-      const running = inferOnce(api, msg, signal, limits).then(
-        (infer_response): ModelStreamInferResponseMsg => ({ error_message: '', infer_response }),
-        (err: unknown) => ({ err }),
-      );
-      queue(async () => {
-        const result = await running;
-        if (failed || signal.aborted) return;
-        if ('err' in result) return report(result.err);
-        const held = heldBytes(result.infer_response!);
-        if (budget.add(held)) await write(result, held);
-        if (full()) call.pause();
-      });
-      tail = tail.finally(settled);
-    });
-    call.on('end', () => {
-      // tail never rejects (each write's failure is caught and logged above), so nothing is dropped here.
-      void Promise.all(answering)
-        .then(() => tail)
-        .then(() => {
-          dispose();
-          budget.dispose();
-          if (!failed && !signal.aborted) call.end();
-        });
-    });
-    call.on('cancelled', () => {
-      dispose();
-      budget.dispose();
-    });
-    call.on('error', () => dispose());
-  };
+  disposeSignal(): void {
+    this.#dispose();
+  }
 }
 
 /**
  * One request to a decoupled model on a stream: each response is written as the model sends it (after whatever
  * the stream queued before it); with `triton_enable_empty_final_response` every response says whether it is the
  * last (`triton_final_response`) and an empty final response closes the request, as Triton does. Each response is
- * pending in `budget` until written; the promise given back to the model's sender settles then.
+ * pending in the stream's budget until written; the promise given back to the model's sender settles then.
  */
 async function streamDecoupled(
   api: InferenceServerApi,
   msg: ModelInferRequestMsg,
-  signal: AbortSignal,
-  budget: StreamBudget,
-  queue: (job: () => Promise<void>) => void,
-  write: (msg: ModelStreamInferResponseMsg, held?: number) => Promise<void>,
-  report: (err: unknown) => Promise<void>,
+  stream: Pick<InferStream, 'signal' | 'budget' | 'queue' | 'write' | 'report'>,
 ): Promise<void> {
   const flagFinal = msg.parameters?.triton_enable_empty_final_response?.bool_param === true;
   const emit = (resp: InferResponse, final: boolean): Promise<void> | undefined => {
     const r = flagFinal ? { ...resp, parameters: { ...resp.parameters, triton_final_response: final } } : resp;
     const encoded = encodeModelInferResponse(r);
     const held = heldBytes(encoded);
-    if (!budget.add(held)) return undefined;
-    return new Promise((taken) => queue(() => write({ error_message: '', infer_response: encoded }, held).then(taken)));
+    if (!stream.budget.add(held)) return undefined;
+    return new Promise((taken) =>
+      stream.queue(() => stream.write({ error_message: '', infer_response: encoded }, held).then(taken)),
+    );
   };
   try {
     const request = decodeModelInferRequest(msg);
-    const last = await api.infer(request, { signal, onResponse: (r) => emit(r, false) });
+    const last = await api.infer(request, { signal: stream.signal, onResponse: (r) => emit(r, false) });
     if (flagFinal) void emit(last, true);
   } catch (err) {
-    queue(() => report(err));
+    stream.queue(() => stream.report(err));
   }
 }

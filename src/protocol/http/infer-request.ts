@@ -141,6 +141,88 @@ function parseShape(raw: unknown, name: string, datatype: DataType): number[] {
 }
 
 /**
+ * Decodes `inputs[i]` into `request.inputs`; returns the offset past the blob it consumed. A plain function with
+ * its state passed in, not a closure, so the hot path allocates nothing per input beyond the input itself.
+ */
+function decodeInput(
+  raw: unknown,
+  i: number,
+  request: InferRequest,
+  seen: Set<string>,
+  body: Uint8Array,
+  headerLength: number | undefined,
+  offset: number,
+): number {
+  const model = request.model;
+  if (!isObject(raw)) throw new InvalidArgError(`Unable to parse 'inputs[${i}]': expected an object`);
+  const name = requireString(raw, 'name', `inputs[${i}]`);
+  const where = `input '${name}'`;
+  if (seen.has(name)) throw new InvalidArgError(`input '${name}' already exists in request`);
+  seen.add(name);
+  const dt = requireString(raw, 'datatype', where);
+  if (!isDataType(dt)) throw new InvalidArgError(`${where}: unknown datatype '${dt}'`);
+  const shape = parseShape(field(raw, 'shape'), name, dt);
+  const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
+  const data = field(raw, 'data');
+  checkOneSource(data !== undefined, 'binary_data_size' in params, 'shared_memory_region' in params);
+  const sharedMemory = takeSharedMemoryRef(params);
+  const binarySize = takeCount(params, 'binary_data_size', where);
+  let tensorData: TensorData;
+  if (sharedMemory !== undefined) {
+    elementCount(shape, where);
+    tensorData = NO_DATA;
+  } else if (binarySize !== undefined) {
+    if (headerLength === undefined) {
+      throw new InvalidArgError(
+        `must specify valid 'Inference-Header-Content-Length' in request header and 'binary_data_size' when passing inputs in binary data format (${where})`,
+      );
+    }
+    if (offset + binarySize > body.byteLength) {
+      throw new InvalidArgError(
+        `unexpected size for input '${name}', expecting ${binarySize} additional bytes for model '${model}' but only ${body.byteLength - offset} remain`,
+      );
+    }
+    tensorData = rawToTensorData(name, dt, shape, body.subarray(offset, offset + binarySize), model);
+    offset += binarySize;
+  } else {
+    if (data === undefined) throw new InvalidArgError(`unable to find data for input tensor '${name}'`);
+    elementCount(shape, where);
+    tensorData = jsonToTensorData(name, dt, shape, data);
+  }
+  const input: InferInput = { name, datatype: dt, shape, data: tensorData };
+  if (sharedMemory !== undefined) input.sharedMemory = sharedMemory;
+  if (Object.keys(params).length > 0) input.parameters = params;
+  request.inputs.push(input);
+  return offset;
+}
+
+/** Decodes `outputs[i]`, recording in `binary` whether it goes back as a blob. */
+function decodeOutput(raw: unknown, i: number, binary: Map<string, boolean>, binaryDefault: boolean): RequestedOutput {
+  if (!isObject(raw)) throw new InvalidArgError(`Unable to parse 'outputs[${i}]': expected an object`);
+  const name = requireString(raw, 'name', `outputs[${i}]`);
+  const where = `output '${name}'`;
+  if (binary.has(name)) throw new InvalidArgError(`output '${name}' already exists in request`);
+  const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
+  const out: RequestedOutput = { name };
+  if ('shared_memory_region' in params) {
+    // Triton's ValidateOutputParameter: shared memory excludes classification and an explicit binary_data.
+    if ('classification' in params) {
+      throw new InvalidArgError("Output can't set both 'shared_memory_region' and 'classification'");
+    }
+    if (params.binary_data === true) {
+      throw new InvalidArgError("Output can't set both 'shared_memory_region' and 'binary_data'");
+    }
+  }
+  const sharedMemory = takeSharedMemoryRef(params);
+  if (sharedMemory !== undefined) out.sharedMemory = sharedMemory;
+  binary.set(name, takeBool(params, 'binary_data', where) ?? binaryDefault);
+  const classCount = takeCount(params, 'classification', where);
+  if (classCount !== undefined && classCount > 0) out.classCount = classCount;
+  if (Object.keys(params).length > 0) out.parameters = params;
+  return out;
+}
+
+/**
  * Decodes a JSON (+ binary) infer request. `headerLength` undefined means the whole body is JSON; blobs follow
  * the header and are consumed in input order by inputs carrying `binary_data_size`. Tensors are views of `body`.
  */
@@ -180,47 +262,9 @@ export function decodeInferRequest(
   }
   let offset = jsonEnd;
   const seen = new Set<string>();
-  rawInputs.forEach((raw: unknown, i) => {
-    if (!isObject(raw)) throw new InvalidArgError(`Unable to parse 'inputs[${i}]': expected an object`);
-    const name = requireString(raw, 'name', `inputs[${i}]`);
-    const where = `input '${name}'`;
-    if (seen.has(name)) throw new InvalidArgError(`input '${name}' already exists in request`);
-    seen.add(name);
-    const dt = requireString(raw, 'datatype', where);
-    if (!isDataType(dt)) throw new InvalidArgError(`${where}: unknown datatype '${dt}'`);
-    const shape = parseShape(field(raw, 'shape'), name, dt);
-    const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
-    const data = field(raw, 'data');
-    checkOneSource(data !== undefined, 'binary_data_size' in params, 'shared_memory_region' in params);
-    const sharedMemory = takeSharedMemoryRef(params);
-    const binarySize = takeCount(params, 'binary_data_size', where);
-    let tensorData: TensorData;
-    if (sharedMemory !== undefined) {
-      elementCount(shape, where);
-      tensorData = NO_DATA;
-    } else if (binarySize !== undefined) {
-      if (headerLength === undefined) {
-        throw new InvalidArgError(
-          `must specify valid 'Inference-Header-Content-Length' in request header and 'binary_data_size' when passing inputs in binary data format (${where})`,
-        );
-      }
-      if (offset + binarySize > body.byteLength) {
-        throw new InvalidArgError(
-          `unexpected size for input '${name}', expecting ${binarySize} additional bytes for model '${model}' but only ${body.byteLength - offset} remain`,
-        );
-      }
-      tensorData = rawToTensorData(name, dt, shape, body.subarray(offset, offset + binarySize), model);
-      offset += binarySize;
-    } else {
-      if (data === undefined) throw new InvalidArgError(`unable to find data for input tensor '${name}'`);
-      elementCount(shape, where);
-      tensorData = jsonToTensorData(name, dt, shape, data);
-    }
-    const input: InferInput = { name, datatype: dt, shape, data: tensorData };
-    if (sharedMemory !== undefined) input.sharedMemory = sharedMemory;
-    if (Object.keys(params).length > 0) input.parameters = params;
-    request.inputs.push(input);
-  });
+  for (let i = 0; i < rawInputs.length; i++) {
+    offset = decodeInput(rawInputs[i], i, request, seen, body, headerLength, offset);
+  }
   if (offset !== body.byteLength) {
     throw new InvalidArgError(
       `unexpected additional input data for model '${model}': ${body.byteLength - offset} bytes after the last input`,
@@ -231,30 +275,9 @@ export function decodeInferRequest(
   const rawOutputs = field(doc, 'outputs');
   if (rawOutputs !== undefined) {
     if (!Array.isArray(rawOutputs)) throw new InvalidArgError(`Unable to parse 'outputs': expected an array`);
-    request.outputs = rawOutputs.map((raw: unknown, i): RequestedOutput => {
-      if (!isObject(raw)) throw new InvalidArgError(`Unable to parse 'outputs[${i}]': expected an object`);
-      const name = requireString(raw, 'name', `outputs[${i}]`);
-      const where = `output '${name}'`;
-      if (binary.has(name)) throw new InvalidArgError(`output '${name}' already exists in request`);
-      const params = field(raw, 'parameters') === undefined ? {} : parseParameters(field(raw, 'parameters'), where);
-      const out: RequestedOutput = { name };
-      if ('shared_memory_region' in params) {
-        // Triton's ValidateOutputParameter: shared memory excludes classification and an explicit binary_data.
-        if ('classification' in params) {
-          throw new InvalidArgError("Output can't set both 'shared_memory_region' and 'classification'");
-        }
-        if (params.binary_data === true) {
-          throw new InvalidArgError("Output can't set both 'shared_memory_region' and 'binary_data'");
-        }
-      }
-      const sharedMemory = takeSharedMemoryRef(params);
-      if (sharedMemory !== undefined) out.sharedMemory = sharedMemory;
-      binary.set(name, takeBool(params, 'binary_data', where) ?? binaryDefault);
-      const classCount = takeCount(params, 'classification', where);
-      if (classCount !== undefined && classCount > 0) out.classCount = classCount;
-      if (Object.keys(params).length > 0) out.parameters = params;
-      return out;
-    });
+    const outputs: RequestedOutput[] = [];
+    for (let i = 0; i < rawOutputs.length; i++) outputs.push(decodeOutput(rawOutputs[i], i, binary, binaryDefault));
+    request.outputs = outputs;
   }
   return { request, plan: { binaryDefault, binary } };
 }

@@ -234,7 +234,19 @@ async function stateOf(s: Obj, config: ModelConfig, modelDir: string): Promise<S
       initialData: zeros(datatype, shape),
     });
   }
-  const init = initials[0];
+  const { initDims, data } = await initialState(initials[0], datatype, dims, inputName, model, modelDir);
+  return Object.freeze({ inputName, outputName, datatype, dims, initialShape: initDims, initialData: data });
+}
+
+/** A state's `initial_state`: its dims against the state's, and its data (zeros, or a file of the model's). */
+async function initialState(
+  init: Obj,
+  datatype: DataType,
+  dims: readonly number[],
+  inputName: string,
+  model: string,
+  modelDir: string,
+): Promise<{ initDims: number[]; data: TensorData }> {
   const initType = dataTypeFromConfig((init.data_type as string | undefined) ?? 'TYPE_INVALID');
   if (initType !== datatype) {
     throw new InvalidArgError(
@@ -276,7 +288,7 @@ async function stateOf(s: Obj, config: ModelConfig, modelDir: string): Promise<S
   } else {
     throw new InvalidArgError(`initial_state setting expects state'${inputName}' to have state_data set`);
   }
-  return Object.freeze({ inputName, outputName, datatype, dims, initialShape: initDims, initialData: data });
+  return { initDims, data };
 }
 
 const count = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);

@@ -64,59 +64,7 @@ export async function downloadWheel(opts: {
   ];
   opts.print(`running: ${opts.python} ${args.join(' ')}`);
   try {
-    await new Promise<void>((resolve, reject) => {
-      const child = spawn(opts.python, args, {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        // pip's working files go to a folder of ours, so the progress below can count them.
-        env: { ...process.env, TMPDIR: work, PIP_DISABLE_PIP_VERSION_CHECK: '1', PYTHONUNBUFFERED: '1' },
-      });
-      const tail: string[] = [];
-      for (const stream of [child.stdout, child.stderr]) {
-        createInterface({ input: stream }).on('line', (line) => {
-          if (line.trim() === '') return;
-          tail.push(line);
-          if (tail.length > 20) tail.shift();
-          opts.print(`pip: ${line}`);
-        });
-      }
-      let last = -1;
-      let finished = false;
-      const started = Date.now();
-      const timer = setInterval(() => {
-        // A progress line is best effort: a folder that vanished mid-count just skips one line.
-        void Promise.all([bytesUnder(work), bytesUnder(dest)]).then(
-          ([a, b]) => {
-            const got = Math.max(a, b);
-            if (got === last || finished) return;
-            last = got;
-            const secs = Math.round((Date.now() - started) / 1000);
-            opts.print(`downloading: ${(got / MB).toFixed(0)} MB after ${secs} s`);
-          },
-          () => undefined,
-        );
-      }, opts.progressMs ?? 5000);
-      child.once('error', (err: NodeJS.ErrnoException) => {
-        finished = true;
-        clearInterval(timer);
-        reject(
-          err.code === 'ENOENT'
-            ? new UnavailableError(`'${opts.python}' was not found: pass --python <python with pip>, or --wheel <path>`)
-            : err,
-        );
-      });
-      child.once('close', (code) => {
-        finished = true;
-        clearInterval(timer);
-        if (code === 0) return resolve();
-        const text = tail.join('\n');
-        const why = /No module named pip/.test(text)
-          ? `pip is not installed for ${opts.python} (python -m ensurepip, or your system's python3-pip)`
-          : /No matching distribution|Could not find a version/.test(text)
-            ? `pip found no ${opts.requirement} wheel for ${opts.platforms[0]} and this Python; try --python with another Python version, or download the wheel elsewhere and pass --wheel <path>`
-            : `pip exited with ${code}`;
-        reject(new UnavailableError(`download failed: ${why}`));
-      });
-    });
+    await runPip(opts, args, work, dest);
     const wheels = (await readdir(dest)).filter((f) => f.endsWith('.whl'));
     if (wheels.length !== 1)
       throw new UnavailableError(`pip reported success but left ${wheels.length} wheels in ${dest}`);
@@ -127,4 +75,66 @@ export async function downloadWheel(opts: {
     await cleanup();
     throw err;
   }
+}
+
+type DownloadOptions = Parameters<typeof downloadWheel>[0];
+
+/** Runs pip with `args`, passing its lines on and printing progress; rejects with the reason pip failed. */
+function runPip(opts: DownloadOptions, args: string[], work: string, dest: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const child = spawn(opts.python, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // pip's working files go to a folder of ours, so the progress below can count them.
+      env: { ...process.env, TMPDIR: work, PIP_DISABLE_PIP_VERSION_CHECK: '1', PYTHONUNBUFFERED: '1' },
+    });
+    const tail: string[] = [];
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        if (line.trim() === '') return;
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        opts.print(`pip: ${line}`);
+      });
+    }
+    let last = -1;
+    let finished = false;
+    const started = Date.now();
+    const timer = setInterval(() => {
+      // A progress line is best effort: a folder that vanished mid-count just skips one line.
+      void Promise.all([bytesUnder(work), bytesUnder(dest)]).then(
+        ([a, b]) => {
+          const got = Math.max(a, b);
+          if (got === last || finished) return;
+          last = got;
+          const secs = Math.round((Date.now() - started) / 1000);
+          opts.print(`downloading: ${(got / MB).toFixed(0)} MB after ${secs} s`);
+        },
+        () => undefined,
+      );
+    }, opts.progressMs ?? 5000);
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      finished = true;
+      clearInterval(timer);
+      reject(
+        err.code === 'ENOENT'
+          ? new UnavailableError(`'${opts.python}' was not found: pass --python <python with pip>, or --wheel <path>`)
+          : err,
+      );
+    });
+    child.once('close', (code) => {
+      finished = true;
+      clearInterval(timer);
+      if (code === 0) return resolve();
+      reject(new UnavailableError(`download failed: ${pipFailure(opts, tail.join('\n'), code)}`));
+    });
+  });
+}
+
+/** Why pip failed, from the tail of its output, and what to do. */
+function pipFailure(opts: DownloadOptions, text: string, code: number | null): string {
+  return /No module named pip/.test(text)
+    ? `pip is not installed for ${opts.python} (python -m ensurepip, or your system's python3-pip)`
+    : /No matching distribution|Could not find a version/.test(text)
+      ? `pip found no ${opts.requirement} wheel for ${opts.platforms[0]} and this Python; try --python with another Python version, or download the wheel elsewhere and pass --wheel <path>`
+      : `pip exited with ${code}`;
 }

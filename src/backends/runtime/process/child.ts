@@ -47,6 +47,36 @@ export interface ExitInfo {
   signal: NodeJS.Signals | null;
 }
 
+/** Spawns the child with its end of the channel as fd 3; its output goes to the log (stderr's tail kept). */
+function spawnChild(opts: ChildOptions): { child: ChildProcess; channel: ChannelPair; stderrTail: string[] } {
+  const args = [
+    ...opts.args,
+    '--fd',
+    '3',
+    '--prefix',
+    opts.shm.prefix,
+    '--shm-default-byte-size',
+    String(opts.shm.defaultByteSize),
+    '--shm-growth-byte-size',
+    String(opts.shm.growthByteSize),
+  ];
+  const channel = channelPair();
+  let child: ChildProcess;
+  try {
+    child = spawn(opts.command, args, {
+      stdio: ['ignore', 'pipe', 'pipe', channel.childFd],
+      env: opts.env,
+      cwd: opts.cwd,
+    });
+  } finally {
+    // The child has its own copy now (or there is no child): ours would keep the channel open past its exit.
+    channel.releaseChildEnd();
+  }
+  const stderrTail: string[] = [];
+  forwardLines(child, opts.logger, stderrTail);
+  return { child, channel, stderrTail };
+}
+
 /**
  * Child blocks held back before the host sends an explicit `free` (otherwise the hand-backs ride on the next
  * message, costing nothing): a decoupled model streaming many responses must get its memory back without waiting
@@ -117,32 +147,7 @@ export class ChildProcessHost {
    */
   static start(opts: ChildOptions, signal?: AbortSignal): Promise<ChildProcessHost> {
     if (signal?.aborted) return Promise.reject(new CancelledError(`${opts.kind} start was cancelled`));
-    const args = [
-      ...opts.args,
-      '--fd',
-      '3',
-      '--prefix',
-      opts.shm.prefix,
-      '--shm-default-byte-size',
-      String(opts.shm.defaultByteSize),
-      '--shm-growth-byte-size',
-      String(opts.shm.growthByteSize),
-    ];
-    const channel = channelPair();
-    let child: ChildProcess;
-    try {
-      child = spawn(opts.command, args, {
-        stdio: ['ignore', 'pipe', 'pipe', channel.childFd],
-        env: opts.env,
-        cwd: opts.cwd,
-      });
-    } finally {
-      // The child has its own copy now (or there is no child): ours would keep the channel open past its exit.
-      channel.releaseChildEnd();
-    }
-    const logger = opts.logger;
-    const stderrTail: string[] = [];
-    forwardLines(child, logger, stderrTail);
+    const { child, channel, stderrTail } = spawnChild(opts);
     const sock = channel.socket;
     const decoder = new FrameDecoder();
     return new Promise((resolve, reject) => {
