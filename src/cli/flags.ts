@@ -306,22 +306,6 @@ export function parseFlags(argv: readonly string[]): { values: FlagValues; given
   return { values: values as FlagValues, given };
 }
 
-/** `--backend-config=<backend>,<key>=<value>` → per-backend settings. */
-export function parseBackendConfig(entries: readonly string[]): Map<string, Record<string, string>> {
-  const out = new Map<string, Record<string, string>>();
-  for (const e of entries) {
-    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(e);
-    if (!m) {
-      throw new InvalidArgError(
-        `--backend-config '${e}' must look like <backend>,<key>=<value> (e.g. onnxruntime,default-max-batch-size=8)`,
-      );
-    }
-    const [, backend, key, value] = m;
-    out.set(backend, { ...(out.get(backend) ?? {}), [key]: value });
-  }
-  return out;
-}
-
 export function helpText(): string {
   const lines = Object.entries(FLAGS as Record<string, FlagSpec>).map(([n, s]) => {
     const value = s.switch ? '' : s.kind === 'bool' ? '=<bool>' : s.kind === 'int' ? '=<int>' : '=<value>';

@@ -2,6 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import { checkModelParameters, logModelParameters } from '../backends/settings.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
 import {
   configErrorsToException,
@@ -167,6 +168,7 @@ async function loadBackendModel(
   if (problems.length > 0) throw configErrorsToException(problems);
   const config = finalizeConfig(completed, name);
   deps.registry.checkSections(config, backend, name);
+  logModelParameters(checkModelParameters(config, backend, name), log);
   const specs = deps.registry.expandInstances(config, name, backend);
   model.spec = resolveSpec(config, {
     labels: await readLabels(dir, config),

@@ -1,5 +1,6 @@
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import { resolveBackendSettings } from '../backends/settings.js';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { StepRunner } from '../scheduler/ensemble/scheduler.js';
 import type { Logger } from '../core/logger.js';
@@ -36,8 +37,9 @@ export class ModelRepository {
   readonly #waits = new Map<string, Set<string>>();
   #closed = false;
 
+  /** Throws INVALID_ARG for a `--backend-config` mistake: every backend's settings are checked before any load. */
   constructor(opts: RepositoryOptions) {
-    this.#opts = opts;
+    this.#opts = { ...opts, backendConfig: resolveBackendSettings(opts.registry.all, opts.backendConfig) };
   }
 
   get(name: string): Model | undefined {

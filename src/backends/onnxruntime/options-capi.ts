@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { suggestion } from '../../config/config-error.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
@@ -171,7 +172,7 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     else if (ea.name === 'cuda') cudaEa = ea;
     else {
       throw new InvalidArgError(
-        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field} (known: 'tensorrt', 'cuda')`,
+        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field}${suggestion(ea.name ?? '', ['tensorrt', 'cuda'])} (known: 'tensorrt', 'cuda')`,
       );
     }
   }
@@ -182,7 +183,7 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     if (ea.name === 'openvino') cpuProviders.push(openvinoPlan(field, ea));
     else {
       throw new InvalidArgError(
-        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field} (known: 'openvino')`,
+        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field}${suggestion(ea.name ?? '', ['openvino'])} (known: 'openvino')`,
       );
     }
   }
