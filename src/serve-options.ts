@@ -173,6 +173,15 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       throw new InvalidArgError(`--${flag} must be greater than 0.`);
     }
   }
+  const loads = opts.modelLoadThreadCount;
+  if (loads !== undefined && (!Number.isSafeInteger(loads) || loads < 1)) {
+    throw new InvalidArgError(`--model-load-thread-count must be a positive integer, got ${loads}`);
+  }
+  if (opts.modelConfigName !== undefined && !/^[^\s/\\]+$/.test(opts.modelConfigName)) {
+    throw new InvalidArgError(
+      `--model-config-name '${opts.modelConfigName}' must be a file name without spaces (configs/<name>.pbtxt)`,
+    );
+  }
   const threads = opts.httpThreadCount ?? D.httpThreadCount;
   if (!Number.isSafeInteger(threads) || threads < 1) {
     throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
@@ -243,6 +252,8 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       modelControlMode: opts.modelControlMode,
       loadModels: opts.loadModels,
       repositoryPollSecs: opts.repositoryPollSecs,
+      modelLoadThreadCount: loads,
+      modelConfigName: opts.modelConfigName,
       trace: opts.trace,
       allowClientShm: opts.allowClientShm,
       cudaRuntime: opts.cudaRuntime,

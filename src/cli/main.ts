@@ -68,6 +68,8 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     modelControlMode: v['model-control-mode'],
     loadModels: v['load-model'],
     repositoryPollSecs: v['repository-poll-secs'],
+    modelLoadThreadCount: v['model-load-thread-count'],
+    modelConfigName: v['model-config-name'],
     allowCodeInLoadRequests: v['allow-code-in-load-requests'],
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),
@@ -158,14 +160,18 @@ async function runServe(argv: string[]): Promise<number> {
   }
   for (const name of given) {
     const spec = (FLAGS as Record<string, FlagSpec>)[name];
-    if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
+    // `--allow-sagemaker=false`, `--rate-limit=off`: nothing asked for, nothing to say.
+    const off = v[name as keyof FlagValues] === false || v[name as keyof FlagValues] === 'off';
+    if (spec.noEffect && !off) logger.warn(`--${name} has no effect in Nereid: ${spec.noEffect}`);
   }
   const started = process.hrtime.bigint();
   const running = await serve({ ...(await serveOptionsFrom(v, repositories)), consoleLogs: logging.recent, logger });
-  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
+  // Handlers before the ready line: a supervisor that stops the server as soon as it reads it gets a drain, not
+  // the default action of a signal with no listener yet (an exit with no code).
   const stop = stopOnSignal(running, logger, v['exit-timeout-secs']);
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
   return -1;
 }
 
