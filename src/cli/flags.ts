@@ -244,6 +244,12 @@ function parseBool(name: string, v: string): boolean {
   return b;
 }
 
+function checkForm(name: string, spec: FlagSpec, value: string): void {
+  if (spec.form && !spec.form.pattern.test(value)) {
+    throw new InvalidArgError(`--${name} expects ${spec.form.shape}, got '${value}'`);
+  }
+}
+
 /** Parses argv (after the sub-command). Returns the values with defaults and which flags were given. */
 export function parseFlags(argv: readonly string[]): { values: FlagValues; given: Set<string> } {
   const specs = FLAGS as Record<string, FlagSpec>;
@@ -289,9 +295,11 @@ export function parseFlags(argv: readonly string[]): { values: FlagValues; given
         break;
       }
       case 'list':
+        checkForm(name, spec, value);
         (values[name] as string[]).push(value);
         break;
       default:
+        checkForm(name, spec, value);
         if (spec.choices && !spec.choices.includes(value)) {
           throw new InvalidArgError(`--${name} must be one of ${spec.choices.join(', ')}; got '${value}'`);
         }

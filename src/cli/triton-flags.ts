@@ -37,11 +37,13 @@ export const TRITON_FLAGS = {
     noEffect: 'Nereid keeps no pinned-memory pool; each engine allocates its own staging memory',
   },
   'cuda-memory-pool-byte-size': {
+    form: { pattern: /^\d+:\d+$/, shape: '<gpu>:<bytes>' },
     kind: 'list',
     help: 'Triton: <gpu>:<bytes>, the CUDA memory pool per GPU (repeatable).',
     noEffect: 'Nereid keeps no CUDA memory pool; each engine allocates its device memory itself',
   },
   'cuda-virtual-address-size': {
+    form: { pattern: /^\d+:\d+$/, shape: '<gpu>:<bytes>' },
     kind: 'list',
     help: 'Triton: <gpu>:<bytes>, virtual address space for growable implicit state (repeatable).',
     noEffect: 'implicit sequence state is held by the sequence batcher, not in a CUDA virtual address range',
@@ -67,16 +69,19 @@ export const TRITON_FLAGS = {
     noEffect: 'the local response cache is built in (--cache-config=local,size=<bytes>); no cache library is loaded',
   },
   'host-policy': {
+    form: { pattern: /^[^,]+,(numa-node|cpu-cores)=.+$/, shape: '<name>,numa-node=<id> or <name>,cpu-cores=<list>' },
     kind: 'list',
     help: 'Triton: <name>,<setting>=<value> NUMA and CPU-core placement (repeatable).',
     noEffect: 'Nereid does not pin its threads to NUMA nodes or cores; use numactl or taskset on the process',
   },
   'model-load-gpu-limit': {
+    form: { pattern: /^\d+:(0(\.\d+)?|1(\.0*)?|\.\d+)$/, shape: '<gpu>:<fraction from 0 to 1>' },
     kind: 'list',
     help: 'Triton: <gpu>:<fraction>, refuse loads past this share of GPU memory (repeatable).',
     noEffect: 'Nereid does not account GPU memory per load; a load that does not fit fails with the engine error',
   },
   'min-supported-compute-capability': {
+    form: { pattern: /^\d+(\.\d+)?$/, shape: '<major>.<minor>' },
     kind: 'string',
     help: 'Triton: GPUs below this compute capability are not used.',
     noEffect: 'every visible GPU is offered to the engines, which refuse a device their build cannot run on',
@@ -88,6 +93,7 @@ export const TRITON_FLAGS = {
     noEffect: 'Nereid has no rate limiter yet: an instance runs whenever it is free',
   },
   'rate-limit-resource': {
+    form: { pattern: /^[^:]+:\d+(:\d+)?$/, shape: '<name>:<count>[:<device>]' },
     kind: 'list',
     help: 'Triton: <name>:<count>[:<device>] (repeatable).',
     noEffect: 'Nereid has no rate limiter yet: an instance runs whenever it is free',
@@ -120,6 +126,7 @@ export const TRITON_FLAGS = {
   },
   'sagemaker-port': { kind: 'int', help: 'Triton: SageMaker port.', noEffect: 'Nereid has no SageMaker endpoint' },
   'sagemaker-safe-port-range': {
+    form: { pattern: /^\d+-\d+$/, shape: '<low>-<high>' },
     kind: 'string',
     help: 'Triton: <lo>-<hi>.',
     noEffect: 'Nereid has no SageMaker endpoint',

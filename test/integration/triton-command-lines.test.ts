@@ -141,6 +141,8 @@ const NAMED = [
   '--model-load-retry-count=1',
   '--cache-directory=/opt/tritonserver/caches',
   '--min-supported-compute-capability=6.0',
+  // Seed 000's line (its <boolean> filled in), as argv carries it without a shell: the quotes stay.
+  '--backend-config=tensorrt,coalesce-request-input=true,plugins="/path/plugin1.so;/path2/plugin2.so,version-compatible=true"',
 ];
 
 /** Runs `nereid serve <args>` until HTTP is up, then SIGTERM; resolves with its log and exit code. */
@@ -211,6 +213,10 @@ describe("Triton's tritonserver flags", () => {
   it('BAD CALL - a value of the wrong kind is refused as for any flag', () => {
     assert.throws(() => parseFlags(['--model-load-thread-count=four']), /expects an integer, got 'four'/);
     assert.throws(() => parseFlags(['--rate-limit=sometimes']), /must be one of off, execution_count/);
+    assert.throws(() => parseFlags(['--cuda-memory-pool-byte-size=64MB']), /expects <gpu>:<bytes>, got '64MB'/);
+    assert.throws(() => parseFlags(['--rate-limit-resource=R1']), /expects <name>:<count>\[:<device>\]/);
+    assert.throws(() => parseFlags(['--host-policy=gpu_0,numa=0']), /expects <name>,numa-node=<id>/);
+    assert.throws(() => parseFlags(['--model-load-gpu-limit=0:1.5']), /expects <gpu>:<fraction from 0 to 1>/);
   });
 });
 
