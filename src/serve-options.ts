@@ -177,6 +177,10 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
   if (loads !== undefined && (!Number.isSafeInteger(loads) || loads < 1)) {
     throw new InvalidArgError(`--model-load-thread-count must be a positive integer, got ${loads}`);
   }
+  const retries = opts.modelLoadRetryCount;
+  if (retries !== undefined && (!Number.isSafeInteger(retries) || retries < 0)) {
+    throw new InvalidArgError(`--model-load-retry-count must be an integer >= 0, got ${retries}`);
+  }
   if (opts.modelConfigName !== undefined && !/^[^\s/\\]+$/.test(opts.modelConfigName)) {
     throw new InvalidArgError(
       `--model-config-name '${opts.modelConfigName}' must be a file name without spaces (configs/<name>.pbtxt)`,
@@ -254,6 +258,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       repositoryPollSecs: opts.repositoryPollSecs,
       modelLoadThreadCount: loads,
       modelConfigName: opts.modelConfigName,
+      modelLoadRetryCount: retries,
       trace: opts.trace,
       allowClientShm: opts.allowClientShm,
       cudaRuntime: opts.cudaRuntime,

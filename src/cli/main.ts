@@ -70,6 +70,7 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     repositoryPollSecs: v['repository-poll-secs'],
     modelLoadThreadCount: v['model-load-thread-count'],
     modelConfigName: v['model-config-name'],
+    modelLoadRetryCount: v['model-load-retry-count'],
     allowCodeInLoadRequests: v['allow-code-in-load-requests'],
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),

@@ -18,8 +18,8 @@ export const TRITON_FLAGS = {
   'trace-log-frequency': { kind: 'int', help: 'Deprecated: use --trace-config triton,log-frequency=<n>.' },
   'model-load-retry-count': {
     kind: 'int',
-    help: 'Triton: load retries.',
-    noEffect: 'a failed load is not retried; load it again through the repository API (explicit mode) or poll',
+    help: 'Times a failed model load is tried again.',
+    default: 0,
   },
   'model-namespacing': {
     kind: 'bool',

@@ -26,6 +26,8 @@ export interface RepositoryOptions {
   modelLoadThreadCount?: number;
   /** `--model-config-name`: each model's `configs/<name>.pbtxt` where it has one. */
   modelConfigName?: string;
+  /** `--model-load-retry-count`: tries again of a failed load (Triton's default 0). */
+  modelLoadRetryCount?: number;
 }
 
 /**
@@ -79,6 +81,7 @@ export class ModelRepository {
         responseCache: this.#opts.responseCache,
         loadSlots: this.#loadSlots,
         configName: this.#opts.modelConfigName,
+        loadRetryCount: this.#opts.modelLoadRetryCount,
         dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
         onReplaced: (m) => this.#opts.onReplaced?.(m),

@@ -26,6 +26,8 @@ export interface InferenceServerOptions {
   modelLoadThreadCount?: number;
   /** `--model-config-name`: a model's `configs/<name>.pbtxt` is its config where it exists (else config.pbtxt). */
   modelConfigName?: string;
+  /** `--model-load-retry-count`: how many times a failed load is tried again (Triton's default 0). */
+  modelLoadRetryCount?: number;
   /** `--repository-poll-secs` (default 15). */
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */

@@ -203,7 +203,6 @@ describe("Triton's tritonserver flags", () => {
       'repoagent-directory',
       'buffer-manager-thread-count',
       'model-namespacing',
-      'model-load-retry-count',
       'cache-directory',
       'min-supported-compute-capability',
     ];
@@ -264,6 +263,29 @@ describe('--model-load-thread-count and --model-config-name', () => {
   it('bounds the models loading at once', async () => {
     assert.equal(await peakLoads(1, 3), 1);
     assert.ok((await peakLoads(2, 4)) <= 2);
+  });
+
+  it('--model-load-retry-count: a failed load is tried again that many times, then reported', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'nereid-load-retry-'));
+    dirs.push(dir);
+    await mkdir(join(dir, 'broken', '1'), { recursive: true });
+    await writeFile(
+      join(dir, 'broken', 'config.pbtxt'),
+      `backend: "identity"\nmax_batch_size: 0\ninput [{ name: "I" data_type: TYPE_FP32 dims: [1] }]\n` +
+        `output [{ name: "O" data_type: TYPE_FP32 dims: [1] }]\ninstance_group [{ kind: KIND_CPU count: 1 }]\n` +
+        `parameters { key: "creation_delay_sec" value { string_value: "-1" } }\n`,
+    );
+    const logs: string[] = [];
+    const srv = await startNereid({
+      repositories: [dir],
+      modelLoadRetryCount: 2,
+      exitOnError: false,
+      strictReadiness: false,
+      logger: createLogger({ write: (l) => logs.push(l) }),
+    });
+    await srv.close();
+    assert.equal(logs.filter((l) => l.includes('"load":"begin"')).length, 3, 'the load and 2 retries');
+    assert.equal(logs.filter((l) => l.includes("retrying the load of model 'broken'")).length, 2);
   });
 
   it("reads configs/<name>.pbtxt where a model has one, else config.pbtxt (Triton's rule)", async () => {
