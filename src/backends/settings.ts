@@ -91,10 +91,13 @@ export function checkModelParameters(
   config: ModelConfig,
   backend: Pick<BackendDescriptor, 'name' | 'settings'>,
   modelName: string,
+  /** Keys read for every backend (the sequence batcher's `max_sequence_backlog`). */
+  shared: readonly string[] = [],
 ): { warnings: string[]; notes: string[] } {
   const out = { warnings: [] as string[], notes: [] as string[] };
-  const reads = backend.settings?.parameters;
-  if (reads === undefined) return out;
+  const own = backend.settings?.parameters;
+  if (own === undefined) return out;
+  const reads = [...own, ...shared];
   const ignored = backend.settings?.ignoredParameters ?? {};
   const all = [...reads, ...Object.keys(ignored)];
   for (const key of Object.keys(config.parameters ?? {})) {

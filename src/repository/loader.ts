@@ -15,7 +15,7 @@ import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
 import { EnsembleScheduler, type StepRunner } from '../scheduler/ensemble/scheduler.js';
-import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
+import { createScheduler, loadSequenceSpec, MAX_BACKLOG_PARAM } from '../scheduler/index.js';
 import { loadWarmupSamples, runWarmup, type WarmupSample } from '../scheduler/warmup.js';
 import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
@@ -178,7 +178,8 @@ async function loadBackendModel(
   if (problems.length > 0) throw configErrorsToException(problems);
   const config = finalizeConfig(completed, name);
   deps.registry.checkSections(config, backend, name);
-  logModelParameters(checkModelParameters(config, backend, name), log);
+  // The sequence batcher reads its parameter for every backend.
+  logModelParameters(checkModelParameters(config, backend, name, [MAX_BACKLOG_PARAM]), log);
   const specs = deps.registry.expandInstances(config, name, backend);
   model.spec = resolveSpec(config, {
     labels: await readLabels(dir, config),

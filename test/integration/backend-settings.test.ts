@@ -121,6 +121,10 @@ describe('model parameters: one rule for every backend', () => {
     assert.match(lines.warnings[0], /parameter 'my_label' is not read by the pytorch backend/);
     assert.equal(lines.notes.length, 1);
     assert.match(lines.notes[0], /'DISABLE_CUDNN' is accepted and has no effect in Nereid/);
+    const shared = checkModelParameters(config({ max_sequence_backlog: '4' }), byName('onnxruntime'), 'm', [
+      'max_sequence_backlog',
+    ]);
+    assert.deepEqual(shared, { warnings: [], notes: [] }, "the sequence batcher's key is read for every backend");
     assert.deepEqual(checkModelParameters(config({ intra_op_threads_count: '1' }), byName('python'), 'm'), {
       warnings: [],
       notes: [],
