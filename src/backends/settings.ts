@@ -56,11 +56,13 @@ export function resolveBackendSettings(
   return out;
 }
 
-/** A typo, or a part of a name (`onnx`, `torch`, `trt` excepted: too short to guess from). */
+/** A typo, a part of a name (`torch`), or a name's first 4 letters or more (`onnxrt`); none for shorter guesses. */
 function nearestBackend(name: string, names: readonly string[]): string {
   const typo = suggestion(name, names);
-  if (typo !== '' || name.length < 4) return typo;
-  const part = names.find((n) => n.includes(name.toLowerCase()) || name.toLowerCase().includes(n));
+  const n = name.toLowerCase();
+  if (typo !== '' || n.length < 4) return typo;
+  const shared = (a: string): number => [...a].findIndex((c, i) => c !== n[i]);
+  const part = names.find((b) => b.includes(n) || n.includes(b) || shared(b) >= 4);
   return part === undefined ? '' : `; did you mean '${part}'?`;
 }
 

@@ -56,6 +56,10 @@ describe('--backend-config at start-up', () => {
       start(['onnx,default-max-batch-size=8']),
       /unknown backend 'onnx'; did you mean 'onnxruntime'\?/,
     );
+    await assert.rejects(
+      start(['onnxrt,default-max-batch-size=8']),
+      /unknown backend 'onnxrt'; did you mean 'onnxruntime'\?/,
+    );
     await assert.rejects(start(['tensorrtt,plugins=/a.so']), /unknown backend 'tensorrtt'; did you mean 'tensorrt'\?/);
     await assert.rejects(
       start(['torch,python-executable=/usr/bin/python3']),
