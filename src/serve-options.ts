@@ -4,6 +4,7 @@ import type { ConsoleAccess, LogRing } from './console/index.js';
 import { cudaDeviceIds } from './native/cuda-device-ids.js';
 import type { GrpcKeepaliveOptions, GrpcTlsOptions } from './protocol/grpc/index.js';
 import { DEFAULT_MAX_INPUT_SIZE } from './protocol/http/server.js';
+import { compileForwardPattern } from './protocol/kserve/header-forward.js';
 import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions, type Restrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import type { InferenceServerOptions } from './server/server.js';
@@ -45,6 +46,8 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpDrainIdleMs?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
+  /** `--http-header-forward-pattern`: request headers matching it (case-insensitive) become request parameters. */
+  httpHeaderForwardPattern?: string;
   /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
   httpRestrictedApi?: readonly string[];
   /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
@@ -135,6 +138,7 @@ export interface HttpSettings {
   restrictions: Restrictions;
   streamMaxPendingBytes: number | undefined;
   streamStallTimeoutSecs: number | undefined;
+  headerForwardPattern: string | undefined;
 }
 
 export interface GrpcSettings {
@@ -186,6 +190,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       `--model-config-name '${opts.modelConfigName}' must be a file name without spaces (configs/<name>.pbtxt)`,
     );
   }
+  compileForwardPattern('http-header-forward-pattern', opts.httpHeaderForwardPattern);
   const threads = opts.httpThreadCount ?? D.httpThreadCount;
   if (!Number.isSafeInteger(threads) || threads < 1) {
     throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
@@ -215,6 +220,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
         restrictions: httpRestrictions,
         streamMaxPendingBytes: opts.streamMaxPendingBytes,
         streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
+        headerForwardPattern: opts.httpHeaderForwardPattern,
       }
     : undefined;
   const grpc: GrpcSettings | undefined =

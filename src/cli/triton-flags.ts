@@ -110,8 +110,7 @@ export const TRITON_FLAGS = {
   },
   'http-header-forward-pattern': {
     kind: 'string',
-    help: 'Triton: HTTP headers matching this regex become request parameters.',
-    noEffect: 'headers are not forwarded as request parameters yet',
+    help: 'HTTP request headers whose name matches this regular expression (case-insensitive) become string parameters of the inference request.',
   },
   'grpc-header-forward-pattern': {
     kind: 'string',

@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import { createLogger } from '../../src/core/logger.js';
 import { FLAGS, parseFlags } from '../../src/cli/flags.js';
 import { EXAMPLES, startNereid, TEST_FRONTEND_THREADS } from '../helpers/server.js';
+import { FIXTURES } from '../helpers/python-models.js';
 
 /**
  * Issue 26 item 3: every Triton 2.x `tritonserver` flag is accepted; those with a meaning are implemented
@@ -308,5 +309,41 @@ describe('--model-load-thread-count and --model-config-name', () => {
     } finally {
       await srv.close();
     }
+  });
+});
+
+describe('--http-header-forward-pattern', () => {
+  it("forwards matching headers as request parameters (Triton's), the body's own parameters winning", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'nereid-forward-'));
+    await cp(join(FIXTURES, 'echo_meta'), join(dir, 'echo_meta'), { recursive: true });
+    const srv = await startNereid({ repositories: [dir], httpHeaderForwardPattern: 'x-tenant.*', allowGrpc: false });
+    try {
+      const res = await fetch(`${srv.url}/v2/models/echo_meta/infer`, {
+        method: 'POST',
+        headers: { 'X-Tenant-Id': 'acme', 'X-Tenant-Zone': 'header', 'X-Other': 'no', priority: '9' },
+        body: JSON.stringify({
+          parameters: { 'x-tenant-zone': 'body' },
+          inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [1], data: ['t'] }],
+        }),
+      });
+      const body = (await res.json()) as { error?: string; outputs: { name: string; data: string[] }[] };
+      assert.equal(res.status, 200, body.error);
+      const meta = JSON.parse(body.outputs.find((o) => o.name === 'META')?.data[0] ?? '{}') as {
+        params: Record<string, unknown>;
+      };
+      assert.equal(meta.params['x-tenant-id'], 'acme');
+      assert.equal(meta.params['x-tenant-zone'], 'body');
+      assert.equal(meta.params['x-other'], undefined);
+    } finally {
+      await srv.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('BAD CALL - a pattern that is not a regular expression fails start-up naming the flag', async () => {
+    await assert.rejects(
+      startNereid({ repositories: [EXAMPLES], httpHeaderForwardPattern: 'x-(' }),
+      /--http-header-forward-pattern 'x-\(' is not a regular expression/,
+    );
   });
 });
