@@ -54,6 +54,8 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   grpcRestrictedProtocol?: readonly string[];
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
+  /** `--grpc-header-forward-pattern`: call metadata matching it (case-insensitive) become request parameters. */
+  grpcHeaderForwardPattern?: string;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
   grpcPort?: number;
   /** `--grpc-address` (default 0.0.0.0; an `ipv6:` prefix is accepted as Triton does). */
@@ -153,6 +155,7 @@ export interface GrpcSettings {
   streamMaxPendingBytes: number | undefined;
   streamStallTimeoutSecs: number | undefined;
   restrictions: Restrictions;
+  headerForwardPattern: string | undefined;
 }
 
 export interface MetricsSettings {
@@ -191,6 +194,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
     );
   }
   compileForwardPattern('http-header-forward-pattern', opts.httpHeaderForwardPattern);
+  compileForwardPattern('grpc-header-forward-pattern', opts.grpcHeaderForwardPattern);
   const threads = opts.httpThreadCount ?? D.httpThreadCount;
   if (!Number.isSafeInteger(threads) || threads < 1) {
     throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
@@ -237,6 +241,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
           streamMaxPendingBytes: opts.streamMaxPendingBytes,
           streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
           restrictions: grpcRestrictions,
+          headerForwardPattern: opts.grpcHeaderForwardPattern,
         }
       : undefined;
   const metrics: MetricsSettings | undefined =

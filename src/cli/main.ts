@@ -51,6 +51,7 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     reuseGrpcPort: v['reuse-grpc-port'],
     httpRestrictedApi: v['http-restricted-api'],
     httpHeaderForwardPattern: v['http-header-forward-pattern'],
+    grpcHeaderForwardPattern: v['grpc-header-forward-pattern'],
     maxResponseBytes: v['max-response-bytes'],
     allowClientShm: v['allow-client-shm'],
     httpMaxConnections: v['http-max-connections'],

@@ -114,8 +114,7 @@ export const TRITON_FLAGS = {
   },
   'grpc-header-forward-pattern': {
     kind: 'string',
-    help: 'Triton: gRPC metadata matching this regex become request parameters.',
-    noEffect: 'metadata is not forwarded as request parameters yet',
+    help: 'gRPC metadata whose key matches this regular expression (case-insensitive) become string parameters of the inference request.',
   },
   'allow-sagemaker': {
     kind: 'bool',

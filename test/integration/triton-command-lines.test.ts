@@ -9,6 +9,8 @@ import { createLogger } from '../../src/core/logger.js';
 import { FLAGS, parseFlags } from '../../src/cli/flags.js';
 import { EXAMPLES, startNereid, TEST_FRONTEND_THREADS } from '../helpers/server.js';
 import { FIXTURES } from '../helpers/python-models.js';
+import { callUnary, inferenceClient } from '../helpers/grpc.js';
+import * as grpc from '@grpc/grpc-js';
 
 /**
  * Issue 26 item 3: every Triton 2.x `tritonserver` flag is accepted; those with a meaning are implemented
@@ -335,6 +337,39 @@ describe('--http-header-forward-pattern', () => {
       assert.equal(meta.params['x-tenant-zone'], 'body');
       assert.equal(meta.params['x-other'], undefined);
     } finally {
+      await srv.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('--grpc-header-forward-pattern forwards matching metadata of ModelInfer the same way', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'nereid-forward-grpc-'));
+    await cp(join(FIXTURES, 'echo_meta'), join(dir, 'echo_meta'), { recursive: true });
+    const srv = await startNereid({ repositories: [dir], grpcHeaderForwardPattern: 'x-tenant-.*' });
+    const client = inferenceClient(`127.0.0.1:${srv.grpcPort}`);
+    try {
+      const md = new grpc.Metadata();
+      md.set('x-tenant-id', 'acme');
+      md.set('x-other', 'no');
+      const text = Buffer.from('t');
+      const lengthed = Buffer.concat([Buffer.from([text.length, 0, 0, 0]), text]);
+      const resp = await callUnary<{ outputs: { name: string }[]; raw_output_contents: Buffer[] }>(
+        client,
+        'ModelInfer',
+        {
+          model_name: 'echo_meta',
+          inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [1] }],
+          raw_input_contents: [lengthed],
+        },
+        {},
+        md,
+      );
+      const raw = resp.raw_output_contents[resp.outputs.findIndex((o) => o.name === 'META')];
+      const meta = JSON.parse(raw.subarray(4).toString()) as { params: Record<string, unknown> };
+      assert.equal(meta.params['x-tenant-id'], 'acme');
+      assert.equal(meta.params['x-other'], undefined);
+    } finally {
+      client.close();
       await srv.close();
       await rm(dir, { recursive: true, force: true });
     }
