@@ -4,6 +4,7 @@ import type { ConsoleAccess, LogRing } from './console/index.js';
 import { cudaDeviceIds } from './native/cuda-device-ids.js';
 import type { GrpcKeepaliveOptions, GrpcTlsOptions } from './protocol/grpc/index.js';
 import { DEFAULT_MAX_INPUT_SIZE } from './protocol/http/server.js';
+import { compileForwardPattern } from './protocol/kserve/header-forward.js';
 import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions, type Restrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
 import type { InferenceServerOptions } from './server/server.js';
@@ -45,12 +46,16 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpDrainIdleMs?: number;
   /** `--allow-http` (default true). */
   allowHttp?: boolean;
+  /** `--http-header-forward-pattern`: request headers matching it (case-insensitive) become request parameters. */
+  httpHeaderForwardPattern?: string;
   /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
   httpRestrictedApi?: readonly string[];
   /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
   grpcRestrictedProtocol?: readonly string[];
   /** `--allow-grpc` (default true). */
   allowGrpc?: boolean;
+  /** `--grpc-header-forward-pattern`: call metadata matching it (case-insensitive) become request parameters. */
+  grpcHeaderForwardPattern?: string;
   /** `--grpc-port`; 0 picks a free port (default 8001). */
   grpcPort?: number;
   /** `--grpc-address` (default 0.0.0.0; an `ipv6:` prefix is accepted as Triton does). */
@@ -135,6 +140,7 @@ export interface HttpSettings {
   restrictions: Restrictions;
   streamMaxPendingBytes: number | undefined;
   streamStallTimeoutSecs: number | undefined;
+  headerForwardPattern: string | undefined;
 }
 
 export interface GrpcSettings {
@@ -149,6 +155,7 @@ export interface GrpcSettings {
   streamMaxPendingBytes: number | undefined;
   streamStallTimeoutSecs: number | undefined;
   restrictions: Restrictions;
+  headerForwardPattern: string | undefined;
 }
 
 export interface MetricsSettings {
@@ -173,6 +180,21 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       throw new InvalidArgError(`--${flag} must be greater than 0.`);
     }
   }
+  const loads = opts.modelLoadThreadCount;
+  if (loads !== undefined && (!Number.isSafeInteger(loads) || loads < 1)) {
+    throw new InvalidArgError(`--model-load-thread-count must be a positive integer, got ${loads}`);
+  }
+  const retries = opts.modelLoadRetryCount;
+  if (retries !== undefined && (!Number.isSafeInteger(retries) || retries < 0)) {
+    throw new InvalidArgError(`--model-load-retry-count must be an integer >= 0, got ${retries}`);
+  }
+  if (opts.modelConfigName !== undefined && !/^[^\s/\\]+$/.test(opts.modelConfigName)) {
+    throw new InvalidArgError(
+      `--model-config-name '${opts.modelConfigName}' must be a file name without spaces (configs/<name>.pbtxt)`,
+    );
+  }
+  compileForwardPattern('http-header-forward-pattern', opts.httpHeaderForwardPattern);
+  compileForwardPattern('grpc-header-forward-pattern', opts.grpcHeaderForwardPattern);
   const threads = opts.httpThreadCount ?? D.httpThreadCount;
   if (!Number.isSafeInteger(threads) || threads < 1) {
     throw new InvalidArgError(`--http-thread-count must be a positive integer, got ${threads}`);
@@ -202,6 +224,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
         restrictions: httpRestrictions,
         streamMaxPendingBytes: opts.streamMaxPendingBytes,
         streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
+        headerForwardPattern: opts.httpHeaderForwardPattern,
       }
     : undefined;
   const grpc: GrpcSettings | undefined =
@@ -218,6 +241,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
           streamMaxPendingBytes: opts.streamMaxPendingBytes,
           streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
           restrictions: grpcRestrictions,
+          headerForwardPattern: opts.grpcHeaderForwardPattern,
         }
       : undefined;
   const metrics: MetricsSettings | undefined =
@@ -243,6 +267,9 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       modelControlMode: opts.modelControlMode,
       loadModels: opts.loadModels,
       repositoryPollSecs: opts.repositoryPollSecs,
+      modelLoadThreadCount: loads,
+      modelConfigName: opts.modelConfigName,
+      modelLoadRetryCount: retries,
       trace: opts.trace,
       allowClientShm: opts.allowClientShm,
       cudaRuntime: opts.cudaRuntime,

@@ -12,6 +12,7 @@ import { startGrpcServer, type RunningGrpcServer } from './protocol/grpc/index.j
 import { startHttpServer } from './protocol/http/server.js';
 import { InferenceServer } from './server/server.js';
 import { resolveServeOptions, type ServeOptions } from './serve-options.js';
+import { checkPortsFree } from './port-check.js';
 
 export { resolveServeOptions, type ResolvedServeOptions, type ServeOptions } from './serve-options.js';
 
@@ -50,6 +51,7 @@ export interface RunningNereid {
 // Long: wiring in start order, one step per endpoint, with the one rollback on a failed start.
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const o = await resolveServeOptions(opts);
+  await checkPortsFree(o);
   const { logger, threads } = o;
   const backends = defaultBackends();
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.

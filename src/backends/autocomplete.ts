@@ -56,7 +56,12 @@ export function completeConfig(
     const all = [...sig.inputs, ...sig.outputs];
     const canBatch = all.length > 0 && all.every((t) => t.dims.length > 0 && t.dims[0] === -1);
     const mbs = maxBatchOf(config);
-    if (canBatch && mbs === 0) {
+    if (canBatch && mbs === 0 && opts.defaultMaxBatchSize === 0) {
+      // Triton's rule: 0 fills nothing in. Said once, so that the unbatched shapes are no surprise.
+      opts.warn(
+        `model '${modelName}' supports batching, but default-max-batch-size is 0: max_batch_size stays 0 (no batching) and its inputs and outputs keep their first dim (-1) in every request; set max_batch_size in config.pbtxt or a default-max-batch-size above 0 to batch`,
+      );
+    } else if (canBatch && mbs === 0) {
       config.max_batch_size = opts.defaultMaxBatchSize;
       opts.warn(
         `autofilled max_batch_size to ${opts.defaultMaxBatchSize} for model '${modelName}' since batching is supported but no max_batch_size is specified in model configuration; set max_batch_size: 0 to disable batching`,

@@ -193,6 +193,20 @@ export type ConfigSection =
   | 'batch_output'
   | 'model_repository_agents';
 
+/**
+ * What a backend reads besides its model file, checked for every backend the same way (backends/settings.ts).
+ */
+export interface BackendSettings {
+  /** `--backend-config=<backend>,<key>=<value>` keys it reads (Triton's global ones are accepted for all). */
+  readonly keys: readonly string[];
+  /** Checks the values (its own parser, the one its loads use); throws INVALID_ARG naming the key. At start-up. */
+  check?(cfg: BackendConfig): void;
+  /** Model `parameters` keys it reads; absent: parameters are the model's own (python) and never checked. */
+  readonly parameters?: readonly string[];
+  /** Parameter keys Triton's backend reads that Nereid accepts with no effect, each with why. */
+  readonly ignoredParameters?: Readonly<Record<string, string>>;
+}
+
 /** What the registry knows of a backend without loading anything. */
 export interface BackendDescriptor {
   /** Backend name as in config `backend` (`onnxruntime`). */
@@ -209,6 +223,8 @@ export interface BackendDescriptor {
   readonly kinds: readonly InstanceKind[];
   /** `count` of a KIND_CPU group that sets none (Triton: 2 for onnxruntime, else 1). */
   readonly defaultCpuInstanceCount?: number;
+  /** Its `--backend-config` keys and the model parameters it reads (absent: none of either is accepted). */
+  readonly settings?: BackendSettings;
   /**
    * The engine runs its model file as code (a model.py, TorchScript, a TensorRT plan: a version-compatible one
    * carries host code): a load request carrying files for it carries code (server/code-trust.ts).

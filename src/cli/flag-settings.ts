@@ -44,6 +44,7 @@ export function parseTraceConfig(v: FlagValues): {
   if (v['trace-level'] !== undefined) out.level = v['trace-level'];
   if (v['trace-rate'] !== undefined) out.rate = v['trace-rate'];
   if (v['trace-count'] !== undefined) out.count = v['trace-count'];
+  if (v['trace-log-frequency'] !== undefined) out.logFrequency = v['trace-log-frequency'];
   for (const entry of v['trace-config']) {
     let kv = entry;
     const comma = entry.indexOf(',');

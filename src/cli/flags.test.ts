@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseBackendConfig, parseFlags } from './flags.js';
+import { parseFlags } from './flags.js';
+import { parseBackendConfig } from './backend-config-flag.js';
 import { parseCacheConfig } from './flag-settings.js';
 
 describe('nereid serve flags', () => {
@@ -39,7 +40,25 @@ describe('nereid serve flags', () => {
   it('parses --backend-config=<backend>,<key>=<value> and rejects other shapes', () => {
     const m = parseBackendConfig(['onnxruntime,default-max-batch-size=8', 'onnxruntime,enable-global-threadpool=1']);
     assert.deepEqual(m.get('onnxruntime'), { 'default-max-batch-size': '8', 'enable-global-threadpool': '1' });
-    assert.throws(() => parseBackendConfig(['default-max-batch-size=8']), /<backend>,<key>=<value>/);
+    assert.throws(() => parseBackendConfig(['onnxruntime']), /<backend>,<key>=<value>/);
+    assert.throws(() => parseBackendConfig([',a=1']), /<backend>,<key>=<value>/);
+  });
+
+  it("parses seed 000's several settings in one flag, verbatim, with or without the shell's quote removal", () => {
+    const want = { 'coalesce-request-input': 'true', plugins: '/a.so;/b.so', 'version-compatible': 'true' };
+    // As a shell passes it (quotes removed) and as written (a manifest's argv keeps them).
+    for (const e of [
+      'tensorrt,coalesce-request-input=true,plugins=/a.so;/b.so,version-compatible=true',
+      'tensorrt,coalesce-request-input=true,plugins="/a.so;/b.so",version-compatible=true',
+      // The seed's own line closes its quote after the next setting.
+      'tensorrt,coalesce-request-input=true,plugins="/a.so;/b.so,version-compatible=true"',
+    ]) {
+      assert.deepEqual(parseBackendConfig([e]).get('tensorrt'), want, e);
+    }
+  });
+
+  it("parses Triton's global form with no backend name (every backend gets it)", () => {
+    assert.deepEqual(parseBackendConfig(['default-max-batch-size=8']).get(''), { 'default-max-batch-size': '8' });
   });
 
   it("parses Triton's --cache-config=local,size=<bytes> and the deprecated --response-cache-byte-size", () => {

@@ -2,6 +2,10 @@ import { InvalidArgError } from '../core/errors.js';
 import { boolWord } from '../core/bool-word.js';
 import { editDistance } from '../config/config-error.js';
 import { SERVER_DEFAULTS } from '../server/defaults.js';
+import type { FlagSpec } from './flag-spec.js';
+
+export type { FlagSpec } from './flag-spec.js';
+import { TRITON_FLAGS } from './triton-flags.js';
 import { DEFAULT_MAX_RESPONSE_POOL_SIZE } from '../protocol/grpc/server.js';
 import { HTTP_LIMIT_DEFAULTS } from '../protocol/http/server.js';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../protocol/kserve/response-size.js';
@@ -11,22 +15,10 @@ import {
 } from '../protocol/kserve/stream-budget.js';
 
 /**
- * `nereid serve` flags, Triton's names. `later` marks a flag that is accepted for compatibility but whose
- * feature belongs to a later release: it is parsed and validated, and start-up says it is not implemented yet.
+ * `nereid serve` flags, Triton's names (the rest of Triton's list: triton-flags.ts). `noEffect` marks a flag that
+ * is accepted for compatibility but means nothing in Nereid: it is parsed and checked by kind, and start-up logs
+ * one line saying it has no effect, and why.
  */
-type Kind = 'string' | 'bool' | 'int' | 'list';
-
-export interface FlagSpec {
-  kind: Kind;
-  help: string;
-  default?: string | boolean | number | string[];
-  choices?: readonly string[];
-  later?: string;
-  /** A switch that takes no value (`--disable-auto-complete-config`). */
-  switch?: boolean;
-  alias?: string;
-}
-
 export const FLAGS = {
   'model-repository': { kind: 'list', help: 'Model repository folder (repeatable).', alias: 'model-store' },
   'http-port': { kind: 'int', help: 'HTTP port (0 picks a free one).', default: SERVER_DEFAULTS.httpPort },
@@ -119,7 +111,10 @@ export const FLAGS = {
   },
   'metrics-config': { kind: 'list', help: 'Metrics option <key>=<value>.' },
   'metrics-interval-ms': { kind: 'int', help: 'Metrics refresh interval.', default: 2000 },
-  'backend-config': { kind: 'list', help: 'Backend setting <backend>,<key>=<value> (repeatable).' },
+  'backend-config': {
+    kind: 'list',
+    help: 'Backend settings <backend>,<key>=<value>[,<key>=<value>...], or <key>=<value> for every backend (repeatable).',
+  },
   'strict-model-config': {
     kind: 'bool',
     help: 'Deprecated: true disables auto-complete.',
@@ -228,6 +223,7 @@ export const FLAGS = {
     help: 'Let clients register system and CUDA shared-memory regions for inputs and outputs.',
     default: false,
   },
+  ...TRITON_FLAGS,
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;
@@ -246,6 +242,12 @@ function parseBool(name: string, v: string): boolean {
   const b = boolWord(v);
   if (b === undefined) throw new InvalidArgError(`--${name} expects true or false, got '${v}'`);
   return b;
+}
+
+function checkForm(name: string, spec: FlagSpec, value: string): void {
+  if (spec.form && !spec.form.pattern.test(value)) {
+    throw new InvalidArgError(`--${name} expects ${spec.form.shape}, got '${value}'`);
+  }
 }
 
 /** Parses argv (after the sub-command). Returns the values with defaults and which flags were given. */
@@ -293,9 +295,11 @@ export function parseFlags(argv: readonly string[]): { values: FlagValues; given
         break;
       }
       case 'list':
+        checkForm(name, spec, value);
         (values[name] as string[]).push(value);
         break;
       default:
+        checkForm(name, spec, value);
         if (spec.choices && !spec.choices.includes(value)) {
           throw new InvalidArgError(`--${name} must be one of ${spec.choices.join(', ')}; got '${value}'`);
         }
@@ -306,28 +310,12 @@ export function parseFlags(argv: readonly string[]): { values: FlagValues; given
   return { values: values as FlagValues, given };
 }
 
-/** `--backend-config=<backend>,<key>=<value>` → per-backend settings. */
-export function parseBackendConfig(entries: readonly string[]): Map<string, Record<string, string>> {
-  const out = new Map<string, Record<string, string>>();
-  for (const e of entries) {
-    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(e);
-    if (!m) {
-      throw new InvalidArgError(
-        `--backend-config '${e}' must look like <backend>,<key>=<value> (e.g. onnxruntime,default-max-batch-size=8)`,
-      );
-    }
-    const [, backend, key, value] = m;
-    out.set(backend, { ...(out.get(backend) ?? {}), [key]: value });
-  }
-  return out;
-}
-
 export function helpText(): string {
   const lines = Object.entries(FLAGS as Record<string, FlagSpec>).map(([n, s]) => {
     const value = s.switch ? '' : s.kind === 'bool' ? '=<bool>' : s.kind === 'int' ? '=<int>' : '=<value>';
     const def = s.default !== undefined && !Array.isArray(s.default) ? ` (default ${String(s.default)})` : '';
-    const later = s.later ? ` [accepted; ${s.later} is not implemented yet]` : '';
-    return `  --${n}${value}\n      ${s.help}${def}${later}`;
+    const none = s.noEffect ? ` [accepted; no effect: ${s.noEffect}]` : '';
+    return `  --${n}${value}\n      ${s.help}${def}${none}`;
   });
   return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
 }

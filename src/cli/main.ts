@@ -4,7 +4,8 @@ import { availableParallelism } from 'node:os';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { NEREID_VERSION } from '../core/version.js';
-import { FLAGS, helpText, parseBackendConfig, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
+import { FLAGS, helpText, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
+import { parseBackendConfig } from './backend-config-flag.js';
 import { parseCacheConfig, parseTraceConfig } from './flag-settings.js';
 import { serve, type RunningNereid, type ServeOptions } from '../index.js';
 import type { Logger } from '../core/logger.js';
@@ -49,6 +50,8 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     reuseHttpPort: v['reuse-http-port'],
     reuseGrpcPort: v['reuse-grpc-port'],
     httpRestrictedApi: v['http-restricted-api'],
+    httpHeaderForwardPattern: v['http-header-forward-pattern'],
+    grpcHeaderForwardPattern: v['grpc-header-forward-pattern'],
     maxResponseBytes: v['max-response-bytes'],
     allowClientShm: v['allow-client-shm'],
     httpMaxConnections: v['http-max-connections'],
@@ -67,6 +70,9 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     modelControlMode: v['model-control-mode'],
     loadModels: v['load-model'],
     repositoryPollSecs: v['repository-poll-secs'],
+    modelLoadThreadCount: v['model-load-thread-count'],
+    modelConfigName: v['model-config-name'],
+    modelLoadRetryCount: v['model-load-retry-count'],
     allowCodeInLoadRequests: v['allow-code-in-load-requests'],
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),
@@ -157,14 +163,18 @@ async function runServe(argv: string[]): Promise<number> {
   }
   for (const name of given) {
     const spec = (FLAGS as Record<string, FlagSpec>)[name];
-    if (spec.later) logger.warn(`--${name} is accepted but ${spec.later} is not implemented yet; it has no effect`);
+    // `--allow-sagemaker=false`, `--rate-limit=off`: nothing asked for, nothing to say.
+    const off = v[name as keyof FlagValues] === false || v[name as keyof FlagValues] === 'off';
+    if (spec.noEffect && !off) logger.warn(`--${name} has no effect in Nereid: ${spec.noEffect}`);
   }
   const started = process.hrtime.bigint();
   const running = await serve({ ...(await serveOptionsFrom(v, repositories)), consoleLogs: logging.recent, logger });
-  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
+  // Handlers before the ready line: a supervisor that stops the server as soon as it reads it gets a drain, not
+  // the default action of a signal with no listener yet (an exit with no code).
   const stop = stopOnSignal(running, logger, v['exit-timeout-secs']);
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
   return -1;
 }
 

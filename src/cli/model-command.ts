@@ -6,7 +6,7 @@ import { defaultBackends } from '../backends/index.js';
 import { printModelConfig } from '../config/index.js';
 import { InvalidArgError } from '../core/errors.js';
 import { InferenceServer } from '../server/server.js';
-import { parseBackendConfig } from './flags.js';
+import { parseBackendConfig } from './backend-config-flag.js';
 import { cliLogging } from './log-output.js';
 
 export const MODEL_HELP = `Usage:

@@ -11,6 +11,7 @@ import { ALL_DATATYPES } from '../core/datatypes.js';
 import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js';
 import { noopLogger } from '../core/logger.js';
 import { ModelLifecycle } from './lifecycle.js';
+import { LoadSlots } from './load-slots.js';
 import { emptyModel, type Model } from './model.js';
 
 /**
@@ -209,6 +210,7 @@ async function play(row: Row) {
   const lifecycle = new ModelLifecycle('m', emptyModel('m', dir, 'UNAVAILABLE', ''), {
     registry: new BackendRegistry([backend]),
     backendConfig: new Map(),
+    loadSlots: new LoadSlots(),
     autoComplete: true,
     logger: noopLogger,
     responseCache: false,

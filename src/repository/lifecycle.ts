@@ -30,6 +30,8 @@ interface PendingLoad {
 
 export interface LifecycleDeps extends Omit<LoaderDeps, 'onHealth'> {
   isClosed(): boolean;
+  /** `--model-load-retry-count`: how many times a failed load is tried again (Triton's default 0). */
+  loadRetryCount?: number;
   /**
    * A load stopped serving: replaced by a reload, unloaded, or closed. Called in the same turn as the swap,
    * before the old load retires (its in-flight requests still finish), so that whatever is keyed by that load
@@ -121,13 +123,7 @@ export class ModelLifecycle {
     const old = this.#current;
     const serving = old.state === 'READY';
     if (!serving) this.#current = emptyModel(this.name, source.dir, 'LOADING', '');
-    const model = await buildModel(
-      this.name,
-      source.dir,
-      source.config,
-      { ...this.#deps, onHealth: (m, v, h) => this.#onHealth(m, v, h) },
-      signal,
-    );
+    const model = await this.#build(source, signal);
     model.fingerprint = source.fingerprint ?? '';
     model.tempDir = source.tempDir;
     if (signal.aborted || this.#deps.isClosed()) {
@@ -148,6 +144,22 @@ export class ModelLifecycle {
       await this.#retire(model);
       old.reason = `reload failed, still serving the previous load: ${model.reason || describeFailures(model)}`;
       this.#logger.error(old.reason);
+    }
+    return model;
+  }
+
+  /**
+   * One load, tried again up to `--model-load-retry-count` times while a version failed (Triton's retries: a
+   * model whose files or GPU were not ready yet). A failed attempt holds nothing (the loader released it).
+   */
+  async #build(source: LoadSource, signal: AbortSignal): Promise<Model> {
+    const deps = { ...this.#deps, onHealth: (m: Model, v: ModelVersion, h: PoolHealth) => this.#onHealth(m, v, h) };
+    let model = await buildModel(this.name, source.dir, source.config, deps, signal);
+    for (let retry = 1; retry <= (this.#deps.loadRetryCount ?? 0) && !signal.aborted; retry++) {
+      if ([...model.versions.values()].every((v) => v.state === 'READY') && model.state === 'READY') break;
+      await this.#retire(model);
+      this.#logger.warn(`retrying the load of model '${this.name}' (retry ${retry} of ${this.#deps.loadRetryCount})`);
+      model = await buildModel(this.name, source.dir, source.config, deps, signal);
     }
     return model;
   }

@@ -2,6 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import { checkModelParameters, logModelParameters } from '../backends/settings.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
 import {
   configErrorsToException,
@@ -14,10 +15,11 @@ import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js'
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
 import { EnsembleScheduler, type StepRunner } from '../scheduler/ensemble/scheduler.js';
-import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
+import { createScheduler, loadSequenceSpec, MAX_BACKLOG_PARAM } from '../scheduler/index.js';
 import { loadWarmupSamples, runWarmup, type WarmupSample } from '../scheduler/warmup.js';
 import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
+import type { LoadSlots } from './load-slots.js';
 import { ENSEMBLE_PLATFORM, normalizeConfig } from './normalize.js';
 import { listVersions, selectVersions } from './scan.js';
 import { resolveSpec, type ModelSpec } from './spec.js';
@@ -42,6 +44,10 @@ export interface LoaderDeps extends EnsembleDeps {
   backendConfig: ReadonlyMap<string, BackendConfig>;
   autoComplete: boolean;
   logger: Logger;
+  /** `--model-load-thread-count`: the loads that may run at once (shared by every model of the repository). */
+  loadSlots: LoadSlots;
+  /** `--model-config-name`: `configs/<name>.pbtxt` is a model's config where it exists (else config.pbtxt). */
+  configName?: string;
   /** Instance health changes of a version (the lifecycle turns them into states). */
   onHealth(model: Model, version: ModelVersion, health: PoolHealth): void;
 }
@@ -55,13 +61,14 @@ export async function buildModel(
 ): Promise<Model> {
   const model = emptyModel(name, dir, 'LOADING', '');
   const log = deps.logger.child({ model: name });
+  const release = await deps.loadSlots.acquire();
   const started = process.hrtime.bigint();
   // `load` marks the start and end of a load for readers of the log (the terminal's progress line, log pipelines).
   log.info({ load: 'begin' }, `loading model '${name}'`);
   try {
     const versions = await listVersions(dir);
     const files = await filesInVersions(dir, versions);
-    const parsed = override ?? (await readConfig(dir));
+    const parsed = override ?? (await readConfig(dir, deps.configName));
     const config = normalizeConfig(parsed, name, files, deps.registry);
     const ensemble = config.platform === ENSEMBLE_PLATFORM && !config.backend;
     const backend = ensemble ? undefined : (deps.registry.get(config.backend as string) as Backend);
@@ -81,8 +88,10 @@ export async function buildModel(
         `Response Cache does not currently support model ${name} with sequence batching scheduler. Please disable the response cache.`,
       );
     }
-    if (backend === undefined) await loadEnsemble(model, config, selected, deps);
-    else await loadBackendModel(model, config, backend, selected, deps, log, signal);
+    if (backend === undefined) {
+      release();
+      await loadEnsemble(model, config, selected, deps);
+    } else await loadBackendModel(model, config, backend, selected, deps, log, signal);
     if (config.response_cache?.enable) {
       if (deps.responseCache) for (const v of model.versions.values()) v.stats.enableCache();
       else {
@@ -113,6 +122,8 @@ export async function buildModel(
       { load: 'failed', err: e.code === 'INTERNAL' ? e.cause : undefined },
       `failed to load model '${name}': ${e.message}`,
     );
+  } finally {
+    release();
   }
   return model;
 }
@@ -167,6 +178,8 @@ async function loadBackendModel(
   if (problems.length > 0) throw configErrorsToException(problems);
   const config = finalizeConfig(completed, name);
   deps.registry.checkSections(config, backend, name);
+  // The sequence batcher reads its parameter for every backend.
+  logModelParameters(checkModelParameters(config, backend, name, [MAX_BACKLOG_PARAM]), log);
   const specs = deps.registry.expandInstances(config, name, backend);
   model.spec = resolveSpec(config, {
     labels: await readLabels(dir, config),
@@ -268,8 +281,10 @@ export async function retireModel(model: Model): Promise<void> {
   );
 }
 
-async function readConfig(dir: string): Promise<ModelConfig> {
-  const file = join(dir, 'config.pbtxt');
+async function readConfig(dir: string, configName: string | undefined): Promise<ModelConfig> {
+  const custom = configName === undefined ? undefined : join('configs', `${configName}.pbtxt`);
+  const name = custom !== undefined && (await stat(join(dir, custom)).catch(() => undefined)) ? custom : 'config.pbtxt';
+  const file = join(dir, name);
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -278,7 +293,7 @@ async function readConfig(dir: string): Promise<ModelConfig> {
     throw err;
   }
   // Errors name the file relative to the repository (`simple/config.pbtxt:7:3: ...`).
-  return parseModelConfigOrThrow(text, join(dir.split(/[\\/]/).pop() as string, 'config.pbtxt'));
+  return parseModelConfigOrThrow(text, join(dir.split(/[\\/]/).pop() as string, name));
 }
 
 async function filesInVersions(dir: string, versions: number[]): Promise<Set<string>> {

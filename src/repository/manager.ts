@@ -1,9 +1,11 @@
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import { resolveBackendSettings } from '../backends/settings.js';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { StepRunner } from '../scheduler/ensemble/scheduler.js';
 import type { Logger } from '../core/logger.js';
 import { ModelLifecycle, type LoadSource } from './lifecycle.js';
+import { LoadSlots } from './load-slots.js';
 import { emptyModel, type Model } from './model.js';
 import { fingerprint, scanRepositories, type ModelLocation } from './scan.js';
 
@@ -20,6 +22,12 @@ export interface RepositoryOptions {
   responseCache: boolean;
   /** A load of a model stopped serving (see ModelLifecycle's `onReplaced`). */
   onReplaced?(model: Model): void;
+  /** `--model-load-thread-count`: models loading at once (Triton's default 4). */
+  modelLoadThreadCount?: number;
+  /** `--model-config-name`: each model's `configs/<name>.pbtxt` where it has one. */
+  modelConfigName?: string;
+  /** `--model-load-retry-count`: tries again of a failed load (Triton's default 0). */
+  modelLoadRetryCount?: number;
 }
 
 /**
@@ -34,10 +42,13 @@ export class ModelRepository {
   readonly #loading = new Map<string, Promise<Model>>();
   /** Ensemble loads waiting for a composing model's load: ensemble → the models it waits for (cycle check). */
   readonly #waits = new Map<string, Set<string>>();
+  readonly #loadSlots: LoadSlots;
   #closed = false;
 
+  /** Throws INVALID_ARG for a `--backend-config` mistake: every backend's settings are checked before any load. */
   constructor(opts: RepositoryOptions) {
-    this.#opts = opts;
+    this.#opts = { ...opts, backendConfig: resolveBackendSettings(opts.registry.all, opts.backendConfig) };
+    this.#loadSlots = new LoadSlots(opts.modelLoadThreadCount);
   }
 
   get(name: string): Model | undefined {
@@ -68,6 +79,9 @@ export class ModelRepository {
         logger: this.#opts.logger,
         runStep: this.#opts.runStep,
         responseCache: this.#opts.responseCache,
+        loadSlots: this.#loadSlots,
+        configName: this.#opts.modelConfigName,
+        loadRetryCount: this.#opts.modelLoadRetryCount,
         dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
         onReplaced: (m) => this.#opts.onReplaced?.(m),

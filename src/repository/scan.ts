@@ -1,4 +1,4 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelVersionPolicy } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
@@ -19,7 +19,13 @@ export async function scanRepositories(
 ): Promise<{ models: ModelLocation[]; duplicates: Map<string, string[]> }> {
   const seen = new Map<string, ModelLocation>();
   const duplicates = new Map<string, string[]>();
+  // A folder given twice (`/models` and `/models/`, or through a symlink) is one repository: read once, so that
+  // its models are not "in more than one repository".
+  const folders = new Set<string>();
   for (const repo of repositories) {
+    const real = await realpath(repo).catch(() => repo);
+    if (folders.has(real)) continue;
+    folders.add(real);
     let entries;
     try {
       entries = await readdir(repo, { withFileTypes: true });

@@ -8,7 +8,7 @@ import type { SequenceSpec } from './sequence/spec.js';
 export { DirectScheduler } from './direct.js';
 export { DynamicBatcher, type DynamicBatcherOptions } from './dynamic.js';
 export { SequenceBatcher } from './sequence/batcher.js';
-export { loadSequenceSpec, type SequenceSpec } from './sequence/spec.js';
+export { loadSequenceSpec, MAX_BACKLOG_PARAM, type SequenceSpec } from './sequence/spec.js';
 export type { ScheduledResult, Scheduler, SchedulerContext, ScheduleOptions } from './scheduler.js';
 
 /** What a scheduler needs beyond the config, resolved by the loader. */

@@ -4,8 +4,12 @@
  */
 export const EXTENSIONS: readonly string[] = Object.freeze([
   'classification',
+  // The sequence batcher (correlation ids, uint64 or string, with start/end flags): scheduler/sequence/.
+  'sequence',
   'model_repository',
   'model_repository(unload_dependents)',
+  // The dynamic batcher's priority levels and queue policies (timeouts, sizes): scheduler/.
+  'schedule_policy',
   'model_configuration',
   'system_shared_memory',
   'binary_tensor_data',

@@ -22,6 +22,12 @@ export interface InferenceServerOptions {
   modelControlMode?: 'none' | 'poll' | 'explicit';
   /** `--load-model` names for explicit mode (`*` = all). */
   loadModels?: readonly string[];
+  /** `--model-load-thread-count`: models loading at once (Triton's default 4). */
+  modelLoadThreadCount?: number;
+  /** `--model-config-name`: a model's `configs/<name>.pbtxt` is its config where it exists (else config.pbtxt). */
+  modelConfigName?: string;
+  /** `--model-load-retry-count`: how many times a failed load is tried again (Triton's default 0). */
+  modelLoadRetryCount?: number;
   /** `--repository-poll-secs` (default 15). */
   repositoryPollSecs?: number;
   /** Trace settings from the command line (`--trace-config`). */

@@ -127,7 +127,7 @@ export class InferenceServer implements InferenceServerApi {
     await sweepLeftovers(logger);
     // Ensemble steps run through the server's own request path; the server exists before any model loads.
     const repo: ModelRepository = new ModelRepository({
-      repositories: opts.repositories,
+      ...opts, // repositories, modelLoad{Thread,Retry}Count, modelConfigName: the same options, by name
       registry: new BackendRegistry(opts.backends, { gpus: opts.gpus }),
       backendConfig: opts.backendConfig ?? new Map(),
       autoComplete: opts.autoComplete ?? SERVER_DEFAULTS.autoComplete,

@@ -119,6 +119,16 @@ export function identityBackend(): Backend {
     datatypes: ALL_DATATYPES,
     sections: [],
     kinds: ['KIND_CPU', 'KIND_MODEL'],
+    settings: {
+      keys: ['transport'],
+      check(cfg) {
+        const t = cfg.transport;
+        if (t !== undefined && t !== 'inprocess' && t !== 'thread') {
+          throw new InvalidArgError(`--backend-config=identity,transport must be 'inprocess' or 'thread', got '${t}'`);
+        }
+      },
+      parameters: ['execute_delay_ms', 'creation_delay_sec'],
+    },
   } satisfies BackendDescriptor;
   const inProcess = inProcessBackend(
     {

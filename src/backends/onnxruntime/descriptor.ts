@@ -6,6 +6,7 @@ import { ortLibraryDir } from './capi/library.js';
 import { externalDataLocations } from './external-data.js';
 import { ALL_DATATYPES, type DataType } from '../../core/datatypes.js';
 import { DEFAULT_MODEL_FILENAME } from './signature.js';
+import { ONNXRUNTIME_SETTINGS } from './settings.js';
 
 /** Every datatype onnxruntime's C API carries (BF16 too: raw bits, unlike onnxruntime-node's JS API). */
 export const ORT_CAPI_DATATYPES: readonly DataType[] = ALL_DATATYPES;
@@ -47,6 +48,7 @@ export function onnxruntimeDescriptor(): BackendDescriptor & {
     kinds: gpuUsable() ? ['KIND_GPU', 'KIND_CPU'] : ['KIND_CPU', 'KIND_GPU'],
     // Triton's onnxruntime backend: a KIND_CPU group without a count has 2 instances.
     defaultCpuInstanceCount: 2,
+    settings: ONNXRUNTIME_SETTINGS,
     // An ONNX file may keep tensors in files beside it (external data), which onnxruntime opens by their paths.
     referencedFiles: (path, content, config) => (isOnnxFile(path, config) ? externalDataLocations(content) : undefined),
   };

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { suggestion } from '../../config/config-error.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
@@ -183,7 +184,7 @@ function acceleratorPlan(config: ModelConfig, params: Params, warnings: string[]
     else if (ea.name === 'cuda') cudaEa = ea;
     else {
       throw new InvalidArgError(
-        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field} (known: 'tensorrt', 'cuda')`,
+        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field}${suggestion(ea.name ?? '', ['tensorrt', 'cuda'])} (known: 'tensorrt', 'cuda')`,
       );
     }
   }
@@ -194,7 +195,7 @@ function acceleratorPlan(config: ModelConfig, params: Params, warnings: string[]
     if (ea.name === 'openvino') cpuProviders.push(openvinoPlan(field, ea));
     else {
       throw new InvalidArgError(
-        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field} (known: 'openvino')`,
+        `unknown Execution Accelerator '${ea.name ?? ''}' is requested in ${field}${suggestion(ea.name ?? '', ['openvino'])} (known: 'openvino')`,
       );
     }
   }

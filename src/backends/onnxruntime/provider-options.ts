@@ -1,3 +1,4 @@
+import { suggestion } from '../../config/config-error.js';
 import { InvalidArgError } from '../../core/errors.js';
 import { boolWord } from '../../core/bool-word.js';
 
@@ -147,7 +148,7 @@ export function tensorrtPlan(field: string, ea: { parameters?: Record<string, st
     const known = TENSORRT_OPTIONS[key];
     if (known === undefined) {
       throw new InvalidArgError(
-        `unknown parameter '${key}' is provided for TensorRT Execution Accelerator (${field}); known: precision_mode, ${Object.keys(TENSORRT_OPTIONS).join(', ')}`,
+        `unknown parameter '${key}' is provided for TensorRT Execution Accelerator (${field})${suggestion(key, ['precision_mode', ...Object.keys(TENSORRT_OPTIONS)])}; known: precision_mode, ${Object.keys(TENSORRT_OPTIONS).join(', ')}`,
       );
     }
     const v = normalize(where, known[1], value);
@@ -203,7 +204,7 @@ export function cudaPlan(
       throw new InvalidArgError(
         key === 'device_id'
           ? `${field} 'cuda' parameter 'device_id': the device comes from instance_group's gpus, not from a parameter`
-          : `unknown parameter '${key}' is provided for CUDA Execution Accelerator (${field}); onnxruntime 1.30 knows ${Object.keys(CUDA_OPTIONS).join(', ')}`,
+          : `unknown parameter '${key}' is provided for CUDA Execution Accelerator (${field})${suggestion(key, Object.keys(CUDA_OPTIONS))}; onnxruntime 1.30 knows ${Object.keys(CUDA_OPTIONS).join(', ')}`,
       );
     }
     const v = normalize(`${field} 'cuda' parameter '${key}'`, kind, value);
@@ -227,7 +228,7 @@ export function openvinoPlan(field: string, ea: { parameters?: Record<string, st
   for (const [key, value] of paramsOf(ea)) {
     if (!OPENVINO_OPTIONS.has(key)) {
       throw new InvalidArgError(
-        `unknown parameter '${key}' is provided for OpenVINO Execution Accelerator (${field}); known: ${[...OPENVINO_OPTIONS].join(', ')}`,
+        `unknown parameter '${key}' is provided for OpenVINO Execution Accelerator (${field})${suggestion(key, OPENVINO_OPTIONS)}; known: ${[...OPENVINO_OPTIONS].join(', ')}`,
       );
     }
     options.set(key, value);

@@ -11,7 +11,13 @@ import { startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { blsService, type ModelCaller } from './bls.js';
 import { childEnv } from '../runtime/process/python-env.js';
 import { resolveInterpreter, type Interpreter } from './interpreter.js';
-import { executeTimeoutMs, forceCpuOnlyInputs, pythonOptions, type PythonOptions } from './options.js';
+import {
+  executeTimeoutMs,
+  forceCpuOnlyInputs,
+  PYTHON_SETTING_KEYS,
+  pythonOptions,
+  type PythonOptions,
+} from './options.js';
 
 /**
  * Triton's python backend (`backend: "python"`, `model.py` with `TritonPythonModel`), one stub process per
@@ -50,6 +56,8 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
     // Triton passes the kind to the model (args['model_instance_kind']); the model decides where it runs.
     kinds: ['KIND_GPU', 'KIND_CPU', 'KIND_MODEL'],
     executesModelFile: true,
+    // No parameter list: a python model's parameters are its own (args['model_config']), never checked.
+    settings: { keys: PYTHON_SETTING_KEYS, check: pythonOptions },
     placement: 'instance',
     shmPrefix: 'nereid_python_',
     modelFileKind: 'python model file',

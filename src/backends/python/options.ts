@@ -36,6 +36,18 @@ export const DEFAULTS = Object.freeze({
   stubSpinUs: 50,
 });
 
+/** The `--backend-config=python,...` keys pythonOptions reads. */
+export const PYTHON_SETTING_KEYS: readonly string[] = Object.freeze([
+  'shm-default-byte-size',
+  'shm-growth-byte-size',
+  'stub-timeout-seconds',
+  'shm-region-prefix-name',
+  'python-executable',
+  'execute-timeout-seconds',
+  'finalize-timeout-seconds',
+  'stub-spin-microseconds',
+]);
+
 /** Backend-config keys every backend may receive (Triton passes global ones to all) that the python backend ignores. */
 const IGNORED = new Set(['default-max-batch-size', 'auto-complete-config', 'backend-directory']);
 
@@ -89,7 +101,7 @@ export function pythonOptions(cfg: BackendConfig): PythonOptions {
       default:
         if (!IGNORED.has(key)) {
           throw new InvalidArgError(
-            `--backend-config=python,${key}: unknown key; the python backend knows shm-default-byte-size, shm-growth-byte-size, stub-timeout-seconds, shm-region-prefix-name, python-executable, execute-timeout-seconds, finalize-timeout-seconds, stub-spin-microseconds`,
+            `--backend-config=python,${key}: unknown key; the python backend knows ${PYTHON_SETTING_KEYS.join(', ')}`,
           );
         }
     }

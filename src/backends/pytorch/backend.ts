@@ -5,7 +5,7 @@ import type { Logger } from '../../core/logger.js';
 import type { AutoCompleteContext, Backend, EngineLoadContext, InstanceKind, InstanceSpec } from '../contract.js';
 import { processBackend, type PreparedLoad } from '../runtime/process/backend.js';
 import { ENGINE_MODEL_PY, gpuUsable, resolveEnvironment } from './environment.js';
-import { backendOptions, modelOptions } from './options.js';
+import { backendOptions, modelOptions, PYTORCH_PARAMETERS, PYTORCH_SETTING_KEYS } from './options.js';
 
 /**
  * Triton's pytorch backend (`platform: "pytorch_libtorch"`, `backend: "pytorch"`, `model.pt`: TorchScript) over
@@ -49,6 +49,14 @@ export function pytorchBackend(init: PyTorchBackendInit = {}): Backend & { reado
     // its load fails with torch's own reason (a CPU-only build, no device).
     kinds,
     executesModelFile: true,
+    settings: {
+      keys: PYTORCH_SETTING_KEYS,
+      check: backendOptions,
+      parameters: PYTORCH_PARAMETERS,
+      ignoredParameters: {
+        DISABLE_CUDNN: "Nereid's pytorch engine leaves cuDNN as torch sets it",
+      },
+    },
     // One process per device: instances restarted after a crash land together in the new one.
     placement: 'device',
     shmPrefix: 'nereid_torch_',

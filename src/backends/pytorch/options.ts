@@ -41,6 +41,28 @@ export const BACKEND_DEFAULTS = Object.freeze({
   shmGrowthByteSize: 16 << 20,
 });
 
+/** The `--backend-config=pytorch,...` keys backendOptions reads. */
+export const PYTORCH_SETTING_KEYS: readonly string[] = Object.freeze([
+  'python-executable',
+  'start-timeout-seconds',
+  'shm-default-byte-size',
+  'shm-growth-byte-size',
+]);
+
+/** The model parameters modelOptions reads (Triton's pytorch backend's names). */
+export const PYTORCH_PARAMETERS: readonly string[] = Object.freeze([
+  'DISABLE_OPTIMIZED_EXECUTION',
+  'INFERENCE_MODE',
+  'ENABLE_CACHE_CLEANING',
+  'ENABLE_WEIGHT_SHARING',
+  'ENABLE_JIT_EXECUTOR',
+  'ENABLE_JIT_PROFILING',
+  'ENABLE_TENSOR_FUSER',
+  'ENABLE_NVFUSER',
+  'INTRA_OP_THREAD_COUNT',
+  'INTER_OP_THREAD_COUNT',
+]);
+
 /** Keys Triton hands every backend (global settings) that this one does not use. */
 const IGNORED = new Set(['default-max-batch-size', 'auto-complete-config', 'backend-directory']);
 

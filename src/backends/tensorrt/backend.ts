@@ -24,7 +24,13 @@ import {
   requestOutsideProfiles,
   type PlanFacts,
 } from './facts.js';
-import { backendOptions, modelOptions, type TensorRTBackendOptions, type TensorRTModelOptions } from './options.js';
+import {
+  backendOptions,
+  KNOWN,
+  modelOptions,
+  type TensorRTBackendOptions,
+  type TensorRTModelOptions,
+} from './options.js';
 import { probePlan } from './probe.js';
 
 /**
@@ -92,6 +98,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
     kinds: KINDS,
     // A version-compatible plan carries a lean runtime TensorRT runs as host code; any plan may need plugin code.
     executesModelFile: true,
+    settings: { keys: KNOWN, check: backendOptions, parameters: ['execution_context_allocation_strategy'] },
     // One process per GPU: instances restarted together after a crash all land in the same new one.
     placement: 'device',
     shmPrefix: 'nereid_trt_',

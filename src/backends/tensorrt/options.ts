@@ -54,7 +54,7 @@ export const BACKEND_DEFAULTS = Object.freeze({
 /** Keys Triton hands every backend (global settings) that this one does not use. */
 const IGNORED = new Set(['default-max-batch-size', 'auto-complete-config', 'backend-directory']);
 
-const KNOWN = [
+export const KNOWN = [
   'coalesce-request-input',
   'plugins',
   'version-compatible',

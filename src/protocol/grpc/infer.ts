@@ -3,6 +3,7 @@ import { CancelledError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { InferResponse } from '../../core/inference.js';
 import type { InferenceServerApi } from '../../server/api.js';
+import { withForwardedMetadata } from './forward.js';
 import { decodeModelInferRequest } from './infer-request.js';
 import { encodeModelInferResponse } from './infer-response.js';
 import type { ModelInferRequestMsg, ModelInferResponseMsg, ModelStreamInferResponseMsg } from './messages.js';
@@ -52,6 +53,8 @@ export interface InferLimits {
   maxResponsePoolSize: number;
   /** `--stream-max-pending-bytes`, `--stream-stall-timeout-secs` (kserve/stream-budget.ts). */
   stream: StreamLimits;
+  /** `--grpc-header-forward-pattern`, compiled (forward.ts). */
+  headerForward?: RegExp;
 }
 
 /** What a stream's response holds until the transport takes it: its raw contents (the bulk of any response). */
@@ -82,7 +85,8 @@ export function modelInfer(
 ): grpc.handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
     const { signal, dispose } = callSignal(call);
-    inferOnce(api, call.request as ModelInferRequestMsg, signal, limits).then(
+    const msg = withForwardedMetadata(call.request as ModelInferRequestMsg, call.metadata, limits.headerForward);
+    inferOnce(api, msg, signal, limits).then(
       (resp) => {
         dispose();
         callback(null, resp);
@@ -118,7 +122,9 @@ export function modelStreamInfer(
 ): grpc.handleBidiStreamingCall<unknown, unknown> {
   return (call) => {
     const stream = new InferStream(api, logger, limits, call);
-    call.on('data', (msg: ModelInferRequestMsg) => stream.request(msg));
+    call.on('data', (msg: ModelInferRequestMsg) =>
+      stream.request(withForwardedMetadata(msg, call.metadata, limits.headerForward)),
+    );
     call.on('end', () => stream.end());
     call.on('cancelled', () => stream.dispose());
     call.on('error', () => stream.disposeSignal());

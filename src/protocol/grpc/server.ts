@@ -4,6 +4,7 @@ import type { InferenceServerApi } from '../../server/api.js';
 import { healthHandlers, serviceHandlers } from './handlers.js';
 import { modelInfer, modelStreamInfer, type InferLimits } from './infer.js';
 import { streamLimits } from '../kserve/stream-budget.js';
+import { compileForwardPattern } from '../kserve/header-forward.js';
 import { InvalidArgError } from '../../core/errors.js';
 import { loadServices } from './proto.js';
 import { listenReusePort } from './reuse-port.js';
@@ -81,6 +82,8 @@ export interface GrpcServerOptions {
   tls?: GrpcTlsOptions;
   /** `--grpc-restricted-protocol`, parsed with the `triton-grpc-protocol-` prefix (protocol/restricted.ts). */
   restrictions?: Restrictions;
+  /** `--grpc-header-forward-pattern`: metadata whose key matches become request parameters. */
+  headerForwardPattern?: string;
   /** Listen with SO_REUSEPORT (Triton's `--reuse-grpc-port`; front-end threads share the port): reuse-port.ts. */
   reusePort?: boolean;
 }
@@ -156,6 +159,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
       stallTimeoutSecs: opts.streamStallTimeoutSecs,
       maxResponsePoolSize,
     }),
+    headerForward: compileForwardPattern('grpc-header-forward-pattern', opts.headerForwardPattern),
   };
   positive('--grpc-max-input-size', opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE);
   server.addService(

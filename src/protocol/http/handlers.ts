@@ -1,3 +1,4 @@
+import { forwardedHeaders } from '../kserve/header-forward.js';
 import { modelConfigToJson } from '../../config/index.js';
 import { readBody } from './body.js';
 import { generate } from './generate.js';
@@ -45,6 +46,10 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
     decoded = decodeRawRequest(model, version, body, resolved);
   } else {
     decoded = decodeInferRequest(model, version, body, headerLength);
+  }
+  if (ctx.headerForward !== undefined) {
+    const forwarded = forwardedHeaders(ctx.headerForward, req.headers);
+    decoded.request.parameters = { ...forwarded, ...decoded.request.parameters };
   }
 
   // Aborted when the client goes away: queued work is dropped, running work is discarded.

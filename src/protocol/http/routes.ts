@@ -19,6 +19,8 @@ export interface RouteContext {
   restrictions: Restrictions;
   /** generate_stream's limits (kserve/stream-budget.ts). */
   stream: StreamLimits;
+  /** `--http-header-forward-pattern`, compiled: matching headers become request parameters. */
+  headerForward?: RegExp;
   /** Decoded `{m}` capture, when the route has one. */
   model: string;
   /** `{v}` capture ([0-9]+), undefined when the path has no version segment. */

@@ -1,3 +1,4 @@
+import { compileForwardPattern } from '../kserve/header-forward.js';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server, type AddressInfo, type ListenOptions, type Socket } from 'node:net';
 import { InvalidArgError } from '../../core/errors.js';
@@ -66,6 +67,8 @@ export interface HttpServerOptions {
   streamMaxPendingBytes?: number;
   /** `--stream-stall-timeout-secs` (default 30). */
   streamStallTimeoutSecs?: number;
+  /** `--http-header-forward-pattern`: headers whose name matches become request parameters. */
+  headerForwardPattern?: string;
   /**
    * Listen with SO_REUSEPORT (Triton's `--reuse-http-port`): several listeners, in this process's front-end threads
    * or in other processes, share the port and the kernel spreads connections among them. Needs Node >= 22.12.
@@ -122,6 +125,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   }
   const routes = [...(opts.routes ?? []), ...buildRoutes(CORE_HANDLERS)];
   const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
+  const headerForward = compileForwardPattern('http-header-forward-pattern', opts.headerForwardPattern);
   // generate_stream counts responses against the gRPC stream's default pool size: one rule for both streams.
   const stream = streamLimits({
     maxPendingBytes: opts.streamMaxPendingBytes,
@@ -134,7 +138,7 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
     connections.request(req, res);
     const refused = opts.refuse?.(req);
     (refused === undefined
-      ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions, stream })
+      ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions, stream, headerForward })
       : sendJson(req, res, 403, { error: refused })
     )
       .catch((err: unknown) => sendError(req, res, err, logger))
