@@ -249,6 +249,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
       gpus: opts.gpus ?? (await cudaDeviceIds()),
       responseCacheBytes: opts.responseCacheBytes,
+      rateLimit: opts.rateLimit,
       logger,
     }),
     threads,

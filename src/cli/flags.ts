@@ -228,6 +228,15 @@ export const FLAGS = {
     help: 'Let clients register system and CUDA shared-memory regions for inputs and outputs.',
     default: false,
   },
+  // Triton's rate limiter; values are checked in rate-limit-flags.ts.
+  'rate-limit': {
+    kind: 'string',
+    help: 'off | execution_count: instances run only while the resources their instance group lists are free.',
+  },
+  'rate-limit-resource': {
+    kind: 'list',
+    help: 'Rate limiter resource <name>:<count>[:<device>] (repeatable; default: the largest count a model asks for).',
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;

@@ -6,6 +6,7 @@ import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { NEREID_VERSION } from '../core/version.js';
 import { FLAGS, helpText, parseBackendConfig, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
 import { parseCacheConfig, parseTraceConfig } from './flag-settings.js';
+import { parseRateLimitMode, parseRateLimitResources } from './rate-limit-flags.js';
 import { serve, type RunningNereid, type ServeOptions } from '../index.js';
 import type { Logger } from '../core/logger.js';
 import { cliLogging } from './log-output.js';
@@ -70,6 +71,10 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     allowCodeInLoadRequests: v['allow-code-in-load-requests'],
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),
+    rateLimit: {
+      mode: parseRateLimitMode(v['rate-limit']),
+      resources: parseRateLimitResources(v['rate-limit-resource']),
+    },
     allowGrpc: v['allow-grpc'],
     grpcPort: v['grpc-port'],
     grpcAddress: v['grpc-address'],

@@ -2,6 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
+import type { RateLimiter } from '../backends/runtime/rate-limiter.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
 import {
   configErrorsToException,
@@ -42,6 +43,8 @@ export interface LoaderDeps extends EnsembleDeps {
   backendConfig: ReadonlyMap<string, BackendConfig>;
   autoComplete: boolean;
   logger: Logger;
+  /** The server's rate limiter (`--rate-limit=execution_count`); none = off. */
+  limiter?: RateLimiter;
   /** Instance health changes of a version (the lifecycle turns them into states). */
   onHealth(model: Model, version: ModelVersion, health: PoolHealth): void;
 }
@@ -225,7 +228,7 @@ async function loadVersion(
       },
       signal,
     );
-    entry.pool = await InstancePool.create(entry.handle, plan.instances, { logger }, signal);
+    entry.pool = await InstancePool.create(entry.handle, plan.instances, { logger, limiter: deps.limiter }, signal);
     // Warm-up comes before READY: no request reaches a cold instance.
     if (plan.warmup.length > 0) {
       const t = process.hrtime.bigint();

@@ -1,3 +1,4 @@
+import type { RateLimiter } from '../backends/runtime/rate-limiter.js';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { InvalidArgError, NereidError } from '../core/errors.js';
@@ -18,6 +19,8 @@ export interface RepositoryOptions {
   runStep: StepRunner;
   /** The server has a response cache. */
   responseCache: boolean;
+  /** The server's rate limiter (`--rate-limit=execution_count`); none = off. */
+  limiter?: RateLimiter;
   /** A load of a model stopped serving (see ModelLifecycle's `onReplaced`). */
   onReplaced?(model: Model): void;
 }
@@ -68,6 +71,7 @@ export class ModelRepository {
         logger: this.#opts.logger,
         runStep: this.#opts.runStep,
         responseCache: this.#opts.responseCache,
+        limiter: this.#opts.limiter,
         dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
         onReplaced: (m) => this.#opts.onReplaced?.(m),
