@@ -66,7 +66,11 @@ async function executions(file: string): Promise<Execution[]> {
 
 function overlaps(runs: readonly Execution[]): number {
   let n = 0;
-  for (let i = 1; i < runs.length; i++) if (runs[i].start < runs[i - 1].end) n++;
+  let end = -Infinity;
+  for (const r of runs) {
+    if (r.start < end) n++;
+    end = Math.max(end, r.end);
+  }
   return n;
 }
 
@@ -192,6 +196,55 @@ describe('rate limiter', () => {
     const low = window.length - high;
     assert.ok(window.length >= 9, `a long enough window where both waited: ${window.join(' ')}`);
     assert.ok(Math.abs(high - 2 * low) <= 2, `high ${high} vs low ${low}: ${window.join(' ')}`);
+  });
+
+  it('dynamic batching: a second instance blocked by the limiter leaves the queue to form larger batches', async () => {
+    const file = join(dir, 'batching.json');
+    const repo = await repository({
+      batched: `backend: "identity" max_batch_size: 4
+        input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] }]
+        output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }]
+        instance_group [{ kind: KIND_CPU count: 2 ${limiter('{ name: "R" count: 1 }')} }]
+        dynamic_batching { }
+        parameters { key: "execute_delay_ms" value { string_value: "100" } }`,
+    });
+    const s = await start({
+      repositories: [repo],
+      rateLimit: { mode: 'execution_count' },
+      trace: { file, level: 'TIMESTAMPS', rate: 1 },
+    });
+    const http = new NereidHttpClient({ url: s.url });
+    let executed = 0;
+    const row = (v: number) => [{ name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(v) }];
+    try {
+      const first = http.infer('batched', row(0));
+      await sleep(30);
+      const rest = Array.from({ length: 8 }, (_, i) => http.infer('batched', row(i + 1)));
+      const out = await Promise.all([first, ...rest]);
+      assert.deepEqual(
+        out.map((r) => r.outputs[0].data[0]),
+        [0, 1, 2, 3, 4, 5, 6, 7, 8],
+      );
+      const stats = (await (await fetch(`${s.url}/v2/models/batched/stats`)).json()) as {
+        model_stats: { execution_count: number; inference_count: number }[];
+      };
+      assert.equal(stats.model_stats[0].inference_count, 9);
+      executed = stats.model_stats[0].execution_count;
+      assert.ok(executed < 9, `batches formed: ${JSON.stringify(stats.model_stats[0])}`);
+    } finally {
+      await s.close();
+      await rm(repo, { recursive: true, force: true });
+    }
+    const runs = await executions(file);
+    // A batch's requests share one execution (their intervals overlap); executions never overlap each other, so the
+    // requests fall into exactly as many disjoint groups as there were executions.
+    let groups = 0;
+    let end = -Infinity;
+    for (const r of runs) {
+      if (r.start >= end) groups++;
+      end = Math.max(end, r.end);
+    }
+    assert.equal(groups, executed, JSON.stringify(runs));
   });
 
   it("BAD CONFIG - a resource count above what --rate-limit-resource gives fails the load (Triton's message)", async () => {
