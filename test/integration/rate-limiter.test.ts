@@ -9,7 +9,6 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NereidGrpcClient } from '../../src/client/grpc.js';
 import { NereidHttpClient } from '../../src/client/http.js';
-import type { ServeOptions } from '../../src/serve.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 
 /**
@@ -95,7 +94,7 @@ const input = (v: number) => [{ name: 'INPUT0', datatype: 'INT32' as const, shap
 describe('rate limiter', () => {
   let dir: string;
   const servers: TestServer[] = [];
-  const start = async (opts: Partial<ServeOptions>): Promise<TestServer> => {
+  const start = async (opts: Parameters<typeof startNereid>[0]): Promise<TestServer> => {
     const s = await startNereid(opts);
     servers.push(s);
     return s;
