@@ -3,6 +3,7 @@ import { createLogger, type Logger } from './core/logger.js';
 import type { ConsoleAccess, LogRing } from './console/index.js';
 import { cudaDeviceIds } from './native/cuda-device-ids.js';
 import type { GrpcKeepaliveOptions, GrpcTlsOptions } from './protocol/grpc/index.js';
+import { parseCorsOrigins, type CorsPolicy } from './protocol/http/cors.js';
 import { DEFAULT_MAX_INPUT_SIZE } from './protocol/http/server.js';
 import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions, type Restrictions } from './protocol/restricted.js';
 import { checkServerOptions, SERVER_DEFAULTS } from './server/defaults.js';
@@ -47,6 +48,11 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   allowHttp?: boolean;
   /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
   httpRestrictedApi?: readonly string[];
+  /**
+   * `--http-cors-allow-origin` entries, `[<api>[,<api>...]=]<origin>` (repeatable; protocol/http/cors.ts): origins
+   * whose pages may call the listed APIs. None by default: no CORS headers, and cross-site state changes are refused.
+   */
+  httpCorsAllowOrigin?: readonly string[];
   /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
   grpcRestrictedProtocol?: readonly string[];
   /** `--allow-grpc` (default true). */
@@ -133,6 +139,7 @@ export interface HttpSettings {
   headersTimeoutSecs: number | undefined;
   requestTimeoutSecs: number | undefined;
   restrictions: Restrictions;
+  cors: CorsPolicy;
   streamMaxPendingBytes: number | undefined;
   streamStallTimeoutSecs: number | undefined;
 }
@@ -200,6 +207,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
         headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
         requestTimeoutSecs: opts.httpRequestTimeoutSecs,
         restrictions: httpRestrictions,
+        cors: parseCorsOrigins(opts.httpCorsAllowOrigin ?? []),
         streamMaxPendingBytes: opts.streamMaxPendingBytes,
         streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
       }

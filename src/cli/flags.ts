@@ -77,6 +77,13 @@ export const FLAGS = {
       'Restrict HTTP APIs to requests with a header: <api>[,<api>...]:<key>=<value> (repeatable). APIs: health, ' +
       'metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.',
   },
+  // CORS (protocol/http/cors.ts): Nereid's own, Triton has none.
+  'http-cors-allow-origin': {
+    kind: 'list',
+    help:
+      "Nereid's own: let pages of this origin call the HTTP APIs: [<api>[,<api>...]=]<origin> (repeatable; default " +
+      'APIs health, metadata, model-config, inference, statistics; * = any origin, without credentials). Off by default.',
+  },
   console: {
     kind: 'bool',
     help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',

@@ -50,6 +50,7 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     reuseHttpPort: v['reuse-http-port'],
     reuseGrpcPort: v['reuse-grpc-port'],
     httpRestrictedApi: v['http-restricted-api'],
+    httpCorsAllowOrigin: v['http-cors-allow-origin'],
     maxResponseBytes: v['max-response-bytes'],
     allowClientShm: v['allow-client-shm'],
     httpMaxConnections: v['http-max-connections'],
