@@ -246,6 +246,47 @@ describe('rate limiter', () => {
     assert.equal(groups, executed, JSON.stringify(runs));
   });
 
+  it('sequence batching: sequences bound to two instances sharing a resource take turns, every step answered', async () => {
+    const file = join(dir, 'sequence.json');
+    const repo = await repository({
+      seq: `backend: "identity" max_batch_size: 1
+        input [{ name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] }]
+        output [{ name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] }]
+        instance_group [{ kind: KIND_CPU count: 2 ${limiter('{ name: "R" count: 1 }')} }]
+        sequence_batching { max_sequence_idle_microseconds: 5000000 }
+        parameters { key: "execute_delay_ms" value { string_value: "40" } }`,
+    });
+    const s = await start({
+      repositories: [repo],
+      rateLimit: { mode: 'execution_count' },
+      trace: { file, level: 'TIMESTAMPS', rate: 1 },
+    });
+    const http = new NereidHttpClient({ url: s.url });
+    const row = (v: number) => [{ name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(v) }];
+    const sequence = async (id: number): Promise<number[]> => {
+      const out: number[] = [];
+      for (let step = 0; step < 3; step++) {
+        const r = await http.infer('seq', row(id * 10 + step), {
+          parameters: { sequence_id: id, sequence_start: step === 0, sequence_end: step === 2 },
+        });
+        out.push(Number(r.outputs[0].data[0]));
+      }
+      return out;
+    };
+    try {
+      assert.deepEqual(await Promise.all([sequence(1), sequence(2)]), [
+        [10, 11, 12],
+        [20, 21, 22],
+      ]);
+    } finally {
+      await s.close();
+      await rm(repo, { recursive: true, force: true });
+    }
+    const runs = await executions(file);
+    assert.equal(runs.length, 6);
+    assert.equal(overlaps(runs), 0, JSON.stringify(runs));
+  });
+
   it("BAD CONFIG - a resource count above what --rate-limit-resource gives fails the load (Triton's message)", async () => {
     const repo = await repository({ a: identity(`count: 1 ${limiter('{ name: "resource1" count: 4 }')}`, 0) });
     try {
