@@ -3,6 +3,7 @@ import { createLogger, type Logger } from './core/logger.js';
 import type { ConsoleAccess, LogRing } from './console/index.js';
 import { cudaDeviceIds } from './native/cuda-device-ids.js';
 import type { GrpcKeepaliveOptions, GrpcTlsOptions } from './protocol/grpc/index.js';
+import { parseCorsOrigins, type CorsPolicy } from './protocol/http/cors.js';
 import { DEFAULT_MAX_INPUT_SIZE } from './protocol/http/server.js';
 import { compileForwardPattern } from './protocol/kserve/header-forward.js';
 import { GRPC_RESTRICTED_HEADER_PREFIX, parseRestrictions, type Restrictions } from './protocol/restricted.js';
@@ -50,6 +51,11 @@ export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   httpHeaderForwardPattern?: string;
   /** `--http-restricted-api` entries, `<api>[,<api>...]:<header>=<value>` (repeatable). */
   httpRestrictedApi?: readonly string[];
+  /**
+   * `--http-cors-allow-origin` entries, `[<api>[,<api>...]=]<origin>` (repeatable; protocol/http/cors.ts): origins
+   * whose pages may call the listed APIs. None by default: no CORS headers, and cross-site state changes are refused.
+   */
+  httpCorsAllowOrigin?: readonly string[];
   /** `--grpc-restricted-protocol` entries, `<api>[,<api>...]:<key>=<value>`; the header is `triton-grpc-protocol-<key>`. */
   grpcRestrictedProtocol?: readonly string[];
   /** `--allow-grpc` (default true). */
@@ -138,6 +144,7 @@ export interface HttpSettings {
   headersTimeoutSecs: number | undefined;
   requestTimeoutSecs: number | undefined;
   restrictions: Restrictions;
+  cors: CorsPolicy;
   streamMaxPendingBytes: number | undefined;
   streamStallTimeoutSecs: number | undefined;
   headerForwardPattern: string | undefined;
@@ -222,6 +229,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
         headersTimeoutSecs: opts.httpHeadersTimeoutSecs,
         requestTimeoutSecs: opts.httpRequestTimeoutSecs,
         restrictions: httpRestrictions,
+        cors: parseCorsOrigins(opts.httpCorsAllowOrigin ?? []),
         streamMaxPendingBytes: opts.streamMaxPendingBytes,
         streamStallTimeoutSecs: opts.streamStallTimeoutSecs,
         headerForwardPattern: opts.httpHeaderForwardPattern,
@@ -276,6 +284,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       allowCodeInLoadRequests: opts.allowCodeInLoadRequests,
       gpus: opts.gpus ?? (await cudaDeviceIds()),
       responseCacheBytes: opts.responseCacheBytes,
+      rateLimit: opts.rateLimit,
       logger,
     }),
     threads,

@@ -99,6 +99,14 @@ export interface InstanceSpec {
   readonly device: number;
   /** `profile` of its instance group (TensorRT optimization profiles); empty = the engine's default. */
   readonly profiles: readonly string[];
+  /** `rate_limiter` of its instance group (honoured with `--rate-limit=execution_count`). */
+  readonly rateLimiter?: InstanceRateLimit;
+}
+
+/** An instance group's `rate_limiter`: the resources one execution holds, and its priority (a weight). */
+export interface InstanceRateLimit {
+  readonly resources: readonly { readonly name: string; readonly global: boolean; readonly count: number }[];
+  readonly priority: number;
 }
 
 /**

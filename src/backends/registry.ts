@@ -1,6 +1,13 @@
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../core/errors.js';
-import type { Backend, BackendDescriptor, ConfigSection, InstanceKind, InstanceSpec } from './contract.js';
+import type {
+  Backend,
+  BackendDescriptor,
+  ConfigSection,
+  InstanceKind,
+  InstanceRateLimit,
+  InstanceSpec,
+} from './contract.js';
 
 /**
  * The backends a server offers and the engine facts the repository needs without loading anything: which
@@ -133,6 +140,7 @@ export class BackendRegistry {
             kind,
             device,
             profiles: [...(g.profile ?? [])],
+            rateLimiter: rateLimitOf(g.rate_limiter),
           });
         }
       }
@@ -145,4 +153,15 @@ export class BackendRegistry {
   async close(): Promise<void> {
     await Promise.all(this.#backends.map((b) => b.close?.() ?? Promise.resolve()));
   }
+}
+
+/** An instance group's `rate_limiter` as its instances carry it (undefined when the group has none). */
+function rateLimitOf(r: ModelInstanceGroup['rate_limiter']): InstanceRateLimit | undefined {
+  if (r === undefined) return undefined;
+  const resources = (r.resources ?? []).map((x) => ({
+    name: x.name ?? '',
+    global: x.global === true,
+    count: x.count ?? 0,
+  }));
+  return { resources, priority: r.priority ?? 0 };
 }

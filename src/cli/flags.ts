@@ -69,6 +69,13 @@ export const FLAGS = {
       'Restrict HTTP APIs to requests with a header: <api>[,<api>...]:<key>=<value> (repeatable). APIs: health, ' +
       'metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.',
   },
+  // CORS (protocol/http/cors.ts): Nereid's own, Triton has none.
+  'http-cors-allow-origin': {
+    kind: 'list',
+    help:
+      "Nereid's own: let pages of this origin call the HTTP APIs: [<api>[,<api>...]=]<origin> (repeatable; default " +
+      'APIs health, metadata, model-config, inference, statistics; * = any origin, without credentials). Off by default.',
+  },
   console: {
     kind: 'bool',
     help: 'Serve the web console at /console on the HTTP port (its actions use the same HTTP APIs).',
@@ -224,6 +231,15 @@ export const FLAGS = {
     default: false,
   },
   ...TRITON_FLAGS,
+  // Triton's rate limiter; values are checked in rate-limit-flags.ts.
+  'rate-limit': {
+    kind: 'string',
+    help: 'off | execution_count: instances run only while the resources their instance group lists are free.',
+  },
+  'rate-limit-resource': {
+    kind: 'list',
+    help: 'Rate limiter resource <name>:<count>[:<device>] (repeatable; default: the largest count a model asks for).',
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;

@@ -7,6 +7,7 @@ import { NEREID_VERSION } from '../core/version.js';
 import { FLAGS, helpText, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
 import { parseBackendConfig } from './backend-config-flag.js';
 import { parseCacheConfig, parseTraceConfig } from './flag-settings.js';
+import { parseRateLimitMode, parseRateLimitResources } from './rate-limit-flags.js';
 import { serve, type RunningNereid, type ServeOptions } from '../index.js';
 import type { Logger } from '../core/logger.js';
 import { cliLogging } from './log-output.js';
@@ -52,6 +53,7 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     httpRestrictedApi: v['http-restricted-api'],
     httpHeaderForwardPattern: v['http-header-forward-pattern'],
     grpcHeaderForwardPattern: v['grpc-header-forward-pattern'],
+    httpCorsAllowOrigin: v['http-cors-allow-origin'],
     maxResponseBytes: v['max-response-bytes'],
     allowClientShm: v['allow-client-shm'],
     httpMaxConnections: v['http-max-connections'],
@@ -76,6 +78,10 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     allowCodeInLoadRequests: v['allow-code-in-load-requests'],
     trace: parseTraceConfig(v),
     responseCacheBytes: parseCacheConfig(v),
+    rateLimit: {
+      mode: parseRateLimitMode(v['rate-limit']),
+      resources: parseRateLimitResources(v['rate-limit-resource']),
+    },
     allowGrpc: v['allow-grpc'],
     grpcPort: v['grpc-port'],
     grpcAddress: v['grpc-address'],

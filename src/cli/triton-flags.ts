@@ -86,18 +86,6 @@ export const TRITON_FLAGS = {
     help: 'Triton: GPUs below this compute capability are not used.',
     noEffect: 'every visible GPU is offered to the engines, which refuse a device their build cannot run on',
   },
-  'rate-limit': {
-    kind: 'string',
-    help: 'Triton: off | execution_count.',
-    choices: ['off', 'execution_count'],
-    noEffect: 'Nereid has no rate limiter yet: an instance runs whenever it is free',
-  },
-  'rate-limit-resource': {
-    form: { pattern: /^[^:]+:\d+(:\d+)?$/, shape: '<name>:<count>[:<device>]' },
-    kind: 'list',
-    help: 'Triton: <name>:<count>[:<device>] (repeatable).',
-    noEffect: 'Nereid has no rate limiter yet: an instance runs whenever it is free',
-  },
   'grpc-infer-thread-count': {
     kind: 'int',
     help: 'Triton: gRPC handler threads.',

@@ -54,6 +54,12 @@ export interface ModelVersionPolicy {
   specific?: { versions?: number[] };
 }
 
+/** Triton's `rate_limiter` of an instance group: resources one execution holds, and a priority (a weight). */
+export interface ModelRateLimiter {
+  resources?: { name?: string; global?: boolean; count?: number }[];
+  priority?: number;
+}
+
 export interface ModelInstanceGroup {
   name?: string;
   kind?: 'KIND_AUTO' | 'KIND_GPU' | 'KIND_CPU' | 'KIND_MODEL';
@@ -62,6 +68,7 @@ export interface ModelInstanceGroup {
   profile?: string[];
   passive?: boolean;
   host_policy?: string;
+  rate_limiter?: ModelRateLimiter;
   [field: string]: unknown;
 }
 

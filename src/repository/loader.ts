@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { checkModelParameters, logModelParameters } from '../backends/settings.js';
+import type { RateLimiter } from '../backends/runtime/rate-limiter.js';
 import { InstancePool, type PoolHealth } from '../backends/runtime/pool.js';
 import {
   configErrorsToException,
@@ -48,6 +49,8 @@ export interface LoaderDeps extends EnsembleDeps {
   loadSlots: LoadSlots;
   /** `--model-config-name`: `configs/<name>.pbtxt` is a model's config where it exists (else config.pbtxt). */
   configName?: string;
+  /** The server's rate limiter (`--rate-limit=execution_count`); none = off. */
+  limiter?: RateLimiter;
   /** Instance health changes of a version (the lifecycle turns them into states). */
   onHealth(model: Model, version: ModelVersion, health: PoolHealth): void;
 }
@@ -238,7 +241,7 @@ async function loadVersion(
       },
       signal,
     );
-    entry.pool = await InstancePool.create(entry.handle, plan.instances, { logger }, signal);
+    entry.pool = await InstancePool.create(entry.handle, plan.instances, { logger, limiter: deps.limiter }, signal);
     // Warm-up comes before READY: no request reaches a cold instance.
     if (plan.warmup.length > 0) {
       const t = process.hrtime.bigint();

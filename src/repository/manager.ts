@@ -1,3 +1,4 @@
+import type { RateLimiter } from '../backends/runtime/rate-limiter.js';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { resolveBackendSettings } from '../backends/settings.js';
@@ -20,6 +21,8 @@ export interface RepositoryOptions {
   runStep: StepRunner;
   /** The server has a response cache. */
   responseCache: boolean;
+  /** The server's rate limiter (`--rate-limit=execution_count`); none = off. */
+  limiter?: RateLimiter;
   /** A load of a model stopped serving (see ModelLifecycle's `onReplaced`). */
   onReplaced?(model: Model): void;
   /** `--model-load-thread-count`: models loading at once (Triton's default 4). */
@@ -82,6 +85,7 @@ export class ModelRepository {
         loadSlots: this.#loadSlots,
         configName: this.#opts.modelConfigName,
         loadRetryCount: this.#opts.modelLoadRetryCount,
+        limiter: this.#opts.limiter,
         dependency: (dep, ensemble) => this.#dependency(dep, ensemble),
         isClosed: () => this.#closed,
         onReplaced: (m) => this.#opts.onReplaced?.(m),

@@ -64,7 +64,8 @@ export class DynamicBatcher implements Scheduler {
 
   constructor(ctx: SchedulerContext, opts: DynamicBatcherOptions) {
     this.#ctx = ctx;
-    ctx.pool.on({ idle: () => this.#schedulePump() });
+    // The rate limiter's wake-up pumps at once: its priority order depends on who takes first.
+    ctx.pool.on({ idle: () => this.#schedulePump(), wake: () => this.#pump() });
     this.#queue = new PriorityQueues<Item>(opts.batching);
     this.#drain = new Drain(() => this.#queue.size);
     this.#ragged = opts.raggedInputs ?? new Set();
@@ -125,7 +126,9 @@ export class DynamicBatcher implements Scheduler {
         waitUntil = plan.wait;
         break;
       }
-      this.#dispatch(plan.run, this.#ctx.pool.take() as Instance);
+      const instance = this.#ctx.pool.take();
+      if (instance === undefined) break;
+      this.#dispatch(plan.run, instance);
     }
     this.#arm(Math.min(waitUntil, this.#queue.nextDeadline()));
     this.#drain.check();

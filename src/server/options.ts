@@ -1,4 +1,5 @@
 import type { Backend, BackendConfig } from '../backends/contract.js';
+import type { RateLimitResource } from '../backends/runtime/rate-limiter.js';
 import type { Logger } from '../core/logger.js';
 import type { CudaRuntime, CudaUnavailable } from '../native/cudart.js';
 import type { TraceOptions } from './trace.js';
@@ -41,6 +42,11 @@ export interface InferenceServerOptions {
   cudaRuntime?: () => CudaRuntime | CudaUnavailable;
   /** Bytes of the local response cache (`--cache-config=local,size=<bytes>`); none when absent. */
   responseCacheBytes?: number;
+  /**
+   * `--rate-limit` and `--rate-limit-resource` (Triton's rate limiter): with `execution_count`, instance groups'
+   * `rate_limiter` resources and priorities decide which instances run; default off.
+   */
+  rateLimit?: { mode: 'off' | 'execution_count'; resources?: readonly RateLimitResource[] };
   /** `--allow-code-in-load-requests`: load requests may carry code (model.py, .pt, libraries); default false. */
   allowCodeInLoadRequests?: boolean;
   logger?: Logger;

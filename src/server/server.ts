@@ -1,4 +1,5 @@
 import { BackendRegistry } from '../backends/registry.js';
+import { RateLimiter } from '../backends/runtime/rate-limiter.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { AlreadyExistsError, InvalidArgError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { InferRequest, InferResponse } from '../core/inference.js';
@@ -134,6 +135,7 @@ export class InferenceServer implements InferenceServerApi {
       logger,
       runStep: (step, signal): Promise<Tensor[]> => server.#runStep(step, signal),
       responseCache: opts.responseCacheBytes !== undefined,
+      limiter: opts.rateLimit?.mode === 'execution_count' ? new RateLimiter(opts.rateLimit.resources) : undefined,
       onReplaced: (old) => server.#cache && forgetLoad(server.#cache, old, repo),
     });
     const server: InferenceServer = new InferenceServer(repo, opts);

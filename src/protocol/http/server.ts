@@ -8,6 +8,7 @@ import { DEFAULT_MAX_RESPONSE_BYTES } from '../kserve/response-size.js';
 import { streamLimits } from '../kserve/stream-budget.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { answerClientError } from './client-error.js';
+import { applyCors, type CorsPolicy } from './cors.js';
 import { admitShared, Connections } from './connections.js';
 import { CORE_HANDLERS } from './handlers.js';
 import { sendError, sendJson } from './respond.js';
@@ -86,6 +87,8 @@ export interface HttpServerOptions {
   routes?: readonly Route[];
   /** Says why a request is refused with 403 before routing (cross-site requests), or undefined to let it through. */
   refuse?: (req: IncomingMessage) => string | undefined;
+  /** `--http-cors-allow-origin` (cors.ts): origins that may call Triton's routes from their pages; none by default. */
+  cors?: CorsPolicy;
 }
 
 export interface RunningHttpServer {
@@ -123,7 +126,9 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
     throw new InvalidArgError(`--http-port must be an integer in [0, 65535], got ${opts.port}`);
   }
-  const routes = [...(opts.routes ?? []), ...buildRoutes(CORE_HANDLERS)];
+  const core = buildRoutes(CORE_HANDLERS);
+  const routes = [...(opts.routes ?? []), ...core];
+  const cors = opts.cors ?? [];
   const restrictions = opts.restrictions ?? NO_RESTRICTIONS;
   const headerForward = compileForwardPattern('http-header-forward-pattern', opts.headerForwardPattern);
   // generate_stream counts responses against the gRPC stream's default pool size: one rule for both streams.
@@ -136,7 +141,10 @@ export async function startHttpServer(api: InferenceServerApi, opts: HttpServerO
   const connections = new Connections();
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     connections.request(req, res);
-    const refused = opts.refuse?.(req);
+    // An origin the operator allowed for this route is not cross-site to refuse; its preflight is answered here.
+    const allowed = applyCors(cors, req, res, core, restrictions);
+    if (allowed === 'preflight') return;
+    const refused = allowed === 'allowed' ? undefined : opts.refuse?.(req);
     (refused === undefined
       ? dispatch(routes, { req, res, api, logger, maxInputSize, maxResponseBytes, restrictions, stream, headerForward })
       : sendJson(req, res, 403, { error: refused })

@@ -63,7 +63,8 @@ export class SequenceBatcher implements Scheduler {
       logger: ctx.logger,
     });
     this.#stateOutputs = opts.spec.states.map((s) => s.outputName);
-    ctx.pool.on({ idle: () => this.#schedulePump() });
+    // The rate limiter's wake-up pumps at once: its priority order depends on who takes first.
+    ctx.pool.on({ idle: () => this.#schedulePump(), wake: () => this.#pump() });
   }
 
   get pending(): number {
