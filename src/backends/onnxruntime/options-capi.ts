@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError, UnavailableError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
 import type { GlobalThreadPool } from './capi/env.js';
 import { cudaPlan, openvinoPlan, parseBool, parseInt32, tensorrtPlan, type ProviderPlan } from './provider-options.js';
@@ -37,8 +37,6 @@ export interface SessionPlan {
   readonly globalThreadPool?: GlobalThreadPool;
   /** Providers of a KIND_GPU instance, in priority order (TensorRT before its CUDA fall-back); device_id added. */
   readonly gpuProviders: readonly ProviderPlan[];
-  /** The GPU accelerators the config names (`gpu_execution_accelerator`): only a KIND_GPU instance can honour them. */
-  readonly gpuAccelerators: readonly string[];
   /** Providers of every instance (OpenVINO for the CPU). */
   readonly cpuProviders: readonly ProviderPlan[];
   /** GPU arenas named by memory.enable_memory_arena_shrinkage: only KIND_GPU instances may have them. */
@@ -186,13 +184,9 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
       );
     }
   }
-  const groups = config.instance_group ?? [];
-  const anyGpu = groups.some((g) => g.kind === 'KIND_GPU' || g.kind === 'KIND_AUTO' || g.kind === undefined);
-  if (!anyGpu && (eas?.gpu_execution_accelerator?.length ?? 0) > 0) {
-    warnings.push(
-      'optimization.execution_accelerators.gpu_execution_accelerator applies to KIND_GPU instances only; this model has none',
-    );
-  }
+  const gpuNames = (eas?.gpu_execution_accelerator ?? []).map((ea) => ea.name ?? '');
+  const cpuWarning = cpuInstancesIgnore(config, gpuNames);
+  if (cpuWarning !== undefined) warnings.push(cpuWarning);
 
   return Object.freeze({
     graphLevel: graphLevel(config.optimization?.graph?.level),
@@ -205,14 +199,33 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     runConfig,
     globalThreadPool,
     gpuProviders,
-    gpuAccelerators: (eas?.gpu_execution_accelerator ?? []).map((ea) => ea.name ?? ''),
     cpuProviders,
     shrinksGpuArena,
     warnings,
   });
 }
 
-/** The providers of one instance, device ids filled in. Throws INVALID_ARG for a config the kind cannot take. */
+/**
+ * The one warning a load gives when GPU accelerators meet CPU instances (Triton ignores them there: its
+ * onnxruntime backend reads `gpu_execution_accelerator` only for KIND_GPU). Groups are normalized by then, so a
+ * KIND_AUTO group on a machine without a usable GPU arrives as KIND_CPU; an unnormalized one counts as GPU.
+ */
+function cpuInstancesIgnore(config: ModelConfig, gpuNames: readonly string[]): string | undefined {
+  if (gpuNames.length === 0) return undefined;
+  const cpuGroups = (config.instance_group ?? []).filter((g) => g.kind === 'KIND_CPU');
+  if (cpuGroups.length === 0) return undefined;
+  const groups = config.instance_group ?? [];
+  const which =
+    cpuGroups.length === groups.length
+      ? "this model's instances are"
+      : `the instances of group ${cpuGroups.map((g) => `'${g.name ?? ''}'`).join(', ')} are`;
+  return (
+    `optimization.execution_accelerators.gpu_execution_accelerator (${gpuNames.join(', ')}) is ignored: ` +
+    `${which} KIND_CPU (written, or KIND_AUTO on a machine without a usable GPU) and run on the CPU without it, ` +
+    'as Triton does; it applies to KIND_GPU instances only (nereid gpu check tells whether this machine has one)'
+  );
+}
+
 /**
  * Whether sessions of this plan replay CUDA graphs (the CUDA provider's `enable_cuda_graph`): they run on the
  * engine-thread transport, whose instance thread can copy into and out of the graphs' fixed device buffers.
@@ -223,6 +236,7 @@ export function usesCudaGraphs(plan: SessionPlan): boolean {
   );
 }
 
+/** The providers of one instance, device ids filled in. Throws INVALID_ARG for a config the kind cannot take. */
 export function providersFor(plan: SessionPlan, spec: Pick<InstanceSpec, 'kind' | 'device' | 'name'>): ProviderPlan[] {
   if (spec.kind === 'KIND_GPU') {
     if (!Number.isSafeInteger(spec.device) || spec.device < 0) {
@@ -237,15 +251,9 @@ export function providersFor(plan: SessionPlan, spec: Pick<InstanceSpec, 'kind' 
   if (spec.kind === 'KIND_MODEL') {
     throw new InvalidArgError(`instance ${spec.name}: KIND_MODEL is not supported by the onnxruntime backend`);
   }
-  // Triton would run such a config on CPU, the accelerator ignored; Nereid never falls back silently: a config
-  // that asks for a GPU accelerator gets a GPU or a clear load error.
-  if (plan.gpuAccelerators.length > 0) {
-    const names = plan.gpuAccelerators.join(', ');
-    throw new UnavailableError(
-      `instance ${spec.name} is ${spec.kind}, but optimization.execution_accelerators.gpu_execution_accelerator asks for ${names}: ` +
-        'a GPU accelerator needs a KIND_GPU instance on a machine with a usable GPU (nereid gpu check); remove it to run on CPU',
-    );
-  }
+  // A CPU instance ignores gpu_execution_accelerator, as Triton does (planSession warned once at load). KIND_GPU
+  // instances above always get every GPU provider the config names: one that cannot load there is a load error,
+  // never a silent CPU fall-back.
   if (plan.shrinksGpuArena) {
     throw new InvalidArgError(
       `parameter 'memory.enable_memory_arena_shrinkage' names a GPU arena, but instance ${spec.name} is ${spec.kind}; use 'cpu:0'`,
