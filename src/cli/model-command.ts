@@ -5,6 +5,7 @@ import { basename, join, resolve } from 'node:path';
 import { defaultBackends } from '../backends/index.js';
 import { printModelConfig } from '../config/index.js';
 import { InvalidArgError } from '../core/errors.js';
+import { modelFoldersIn } from '../repository/layout.js';
 import { InferenceServer } from '../server/server.js';
 import { parseBackendConfig } from './flags.js';
 import { cliLogging } from './log-output.js';
@@ -51,6 +52,14 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
     () => false,
   );
   if (!isDir) throw new InvalidArgError(`'${args.dir}' is not a folder`);
+  const models = await modelFoldersIn(dir);
+  if (models.length > 0) {
+    const shown = models.slice(0, 5).join(', ') + (models.length > 5 ? `, … (${models.length} in all)` : '');
+    throw new InvalidArgError(
+      `'${args.dir}' is a model repository (it holds the model folders ${shown}), not one model's folder: ` +
+        `check one model, e.g. nereid model check ${join(args.dir, models[0] as string)}`,
+    );
+  }
   const name = basename(dir);
   const repo = await mkdtemp(join(tmpdir(), 'nereid-model-check-'));
   const backends = defaultBackends();

@@ -18,6 +18,7 @@ import { createScheduler, loadSequenceSpec } from '../scheduler/index.js';
 import { loadWarmupSamples, runWarmup, type WarmupSample } from '../scheduler/warmup.js';
 import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
+import { checkModelLayout } from './layout.js';
 import { ENSEMBLE_PLATFORM, normalizeConfig } from './normalize.js';
 import { listVersions, selectVersions } from './scan.js';
 import { resolveSpec, type ModelSpec } from './spec.js';
@@ -62,6 +63,7 @@ export async function buildModel(
     const versions = await listVersions(dir);
     const files = await filesInVersions(dir, versions);
     const parsed = override ?? (await readConfig(dir));
+    await checkModelLayout(name, dir, versions, files, parsed, deps.registry);
     const config = normalizeConfig(parsed, name, files, deps.registry);
     const ensemble = config.platform === ENSEMBLE_PLATFORM && !config.backend;
     const backend = ensemble ? undefined : (deps.registry.get(config.backend as string) as Backend);
