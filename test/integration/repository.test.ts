@@ -112,10 +112,13 @@ describe('Model repository', () => {
       );
     });
 
-    it('BAD CALL - infer on the broken model is 404', async () => {
+    it('BAD CALL - infer on the broken model is 503 with the reason it failed (issue 26 item 7), not 404', async () => {
       const res = await inferSimple(s.url, 'broken');
-      assert.equal(res.status, 404);
-      assert.match(((await res.json()) as { error: string }).error, /unknown model: 'broken'/);
+      assert.equal(res.status, 503);
+      assert.match(
+        ((await res.json()) as { error: string }).error,
+        /model 'broken' failed to load: [^]*unknown field 'dimz' in ModelInput/,
+      );
     });
   });
 
