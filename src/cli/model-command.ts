@@ -80,7 +80,7 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
       exitOnError: false,
       logger: logging.logger,
     });
-    const rows = server.repositoryIndex().filter((r) => r.name === name);
+    const rows = localRows(server, name, join(repo, name), dir);
     const ready = rows.filter((r) => r.state === 'READY');
     if (ready.length > 0) out(printModelConfig(server.modelConfig(name)));
     for (const r of rows) {
@@ -92,6 +92,26 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
     await Promise.all(backends.map(async (b) => b.close?.()));
     await rm(repo, { recursive: true, force: true });
   }
+}
+
+/**
+ * The model's states with their reasons as the server logged them, not as a client sees them: this runs on the
+ * user's own machine, so paths stay whole (no '…/model.onnx'), and the temporary repository's link is written as
+ * the folder the user gave.
+ */
+function localRows(
+  server: InferenceServer,
+  name: string,
+  linked: string,
+  dir: string,
+): { version: string; state: string; reason: string }[] {
+  const model = server.models().find((m) => m.name === name);
+  if (model === undefined) return [];
+  const local = (reason: string): string => reason.split(linked).join(dir);
+  if (model.versions.size === 0) return [{ version: '', state: model.state, reason: local(model.reason) }];
+  return [...model.versions.values()]
+    .sort((a, b) => a.version - b.version)
+    .map((v) => ({ version: String(v.version), state: v.state, reason: local(v.reason) }));
 }
 
 /** Runs `nereid model <argv>`; returns the exit code. */
