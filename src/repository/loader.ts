@@ -9,7 +9,7 @@ import {
   parseModelConfigOrThrow,
   validateModelConfig,
 } from '../config/index.js';
-import type { ModelConfig } from '../config/model-config.js';
+import { maxBatchOf, type ModelConfig } from '../config/model-config.js';
 import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
@@ -171,6 +171,7 @@ async function loadBackendModel(
   deps.registry.checkSections(config, backend, name);
   const specs = deps.registry.expandInstances(config, name, backend);
   model.spec = resolveSpec(config, {
+    maxBatchSizeAutoCompleted: maxBatchOf(normalized) === 0 && config.max_batch_size > 0,
     labels: await readLabels(dir, config),
     sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
   });
