@@ -49,9 +49,10 @@ describe('GPU execution accelerators on CPU instances (as Triton: ignored with o
     for (const d of cleanup) await rm(d, { recursive: true, force: true });
   });
 
-  for (const [label, block, names] of [
-    ['tensorrt', SEED_TENSORRT, 'tensorrt'],
-    ['cuda', SEED_CUDA, 'cuda'],
+  for (const [label, block, names, transport] of [
+    ['tensorrt', SEED_TENSORRT, 'tensorrt', 'libuv'],
+    ['cuda', SEED_CUDA, 'cuda', 'libuv'],
+    ['tensorrt (engine threads)', SEED_TENSORRT, 'tensorrt', 'thread'],
   ] as const) {
     for (const [kindLabel, group] of [
       ['KIND_CPU written', 'instance_group [ { kind: KIND_CPU count: 2 } ]\n'],
@@ -62,7 +63,8 @@ describe('GPU execution accelerators on CPU instances (as Triton: ignored with o
         const root = await repoWith(base + group + block);
         cleanup.push(root);
         const logger = recordingLogger();
-        const s = await startNereid({ repositories: [root], logger });
+        const backendConfig = new Map(transport === 'thread' ? [['onnxruntime', { transport: 'thread' }]] : []);
+        const s = await startNereid({ repositories: [root], logger, backendConfig });
         const grpc = await startTestGrpcServer(s);
         const client = inferenceClient(`127.0.0.1:${grpc.port}`);
         try {
