@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { BackendRegistry } from '../backends/registry.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { InvalidArgError } from '../core/errors.js';
+import { ENSEMBLE_PLATFORM } from './normalize.js';
 
 /**
  * Beginners' mistakes with Triton's folder layout (`<repository>/<model>/<version>/<file>`), each named for what it
@@ -35,7 +36,7 @@ export async function checkModelLayout(
   config: ModelConfig,
   registry: BackendRegistry,
 ): Promise<void> {
-  if (config.platform === 'ensemble') return;
+  if (config.platform === ENSEMBLE_PLATFORM) return;
   const named = Boolean(config.backend || config.platform);
   const known = config.default_model_filename ? [config.default_model_filename] : defaultFileNames(registry);
   const example =

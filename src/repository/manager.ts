@@ -1,9 +1,9 @@
+import { dirname, resolve } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { StepRunner } from '../scheduler/ensemble/scheduler.js';
 import type { Logger } from '../core/logger.js';
-import { dirname, resolve } from 'node:path';
 import { ModelLifecycle, type LoadSource } from './lifecycle.js';
 import { emptyModel, type Model } from './model.js';
 import { modelFolderSigns } from './layout.js';

@@ -7,7 +7,8 @@ import { ERROR_CLASSES, NereidError } from '../core/errors.js';
  * No absolute server path in an answer to a client: a load error or a model's reason says `simple/1/model.onnx`,
  * never `/srv/models/simple/1/model.onnx`. Paths under a model repository become relative to that repository,
  * paths in a load request's override folder relative to it (`<model>/1/model.onnx`), and any other absolute path
- * keeps only its last segment (`…/libfoo.so`). The server log keeps the full text: only what clients see is rewritten.
+ * of this machine keeps only its last segment (`…/libfoo.so`); names that only look like paths (ONNX node names,
+ * URL routes) are kept whole. The server log keeps the full text: only what clients see is rewritten.
  */
 
 /** An override model folder: `<tmp>/nereid-overrides-<pid>-XXXXXX/load-XXXXXX/<model>`; the prefix is dropped. */
@@ -90,7 +91,7 @@ const FALLBACK_ROOTS = prefixes([process.cwd(), tmpdir(), homedir()]);
 
 /**
  * The safety net every client-facing error goes through (protocol/kserve/client-error.ts): override folders and the
- * working, temp and home folders are stripped, and any other absolute path keeps its last segment only.
+ * working, temp and home folders are stripped, and any other absolute path of this machine keeps its last segment.
  */
 export function redactAbsolutePaths(message: string): string {
   let out = message.replace(OVERRIDE_PREFIX, '');
