@@ -98,4 +98,14 @@ describe('GPU execution accelerators on CPU instances (as Triton: ignored with o
       });
     }
   }
+
+  it('BAD CONFIG - the same block on a KIND_GPU instance that cannot be honoured here stays a load error', async () => {
+    // No silent CPU fall-back for what the user wrote as KIND_GPU (this machine has no usable GPU).
+    const base = await readFile(join(EXAMPLES, 'simple', 'config.pbtxt'), 'utf8');
+    const root = await repoWith(base + 'instance_group [ { kind: KIND_GPU } ]\n' + SEED_TENSORRT);
+    cleanup.push(root);
+    const logger = recordingLogger();
+    await assert.rejects(startNereid({ repositories: [root], logger }), /KIND_GPU/);
+    assert.equal(accelWarnings(logger.entries).length, 0, 'a KIND_GPU instance never ignores its accelerator');
+  });
 });
