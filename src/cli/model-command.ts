@@ -5,6 +5,7 @@ import { basename, join, resolve } from 'node:path';
 import { defaultBackends } from '../backends/index.js';
 import { printModelConfig } from '../config/index.js';
 import { InvalidArgError } from '../core/errors.js';
+import { modelFoldersIn } from '../repository/layout.js';
 import { InferenceServer } from '../server/server.js';
 import { parseBackendConfig } from './backend-config-flag.js';
 import { cliLogging } from './log-output.js';
@@ -51,6 +52,14 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
     () => false,
   );
   if (!isDir) throw new InvalidArgError(`'${args.dir}' is not a folder`);
+  const models = await modelFoldersIn(dir);
+  if (models.length > 0) {
+    const shown = models.slice(0, 5).join(', ') + (models.length > 5 ? `, … (${models.length} in all)` : '');
+    throw new InvalidArgError(
+      `'${args.dir}' is a model repository (it holds the model folders ${shown}), not one model's folder: ` +
+        `check one model, e.g. nereid model check ${join(args.dir, models[0] as string)}`,
+    );
+  }
   const name = basename(dir);
   const repo = await mkdtemp(join(tmpdir(), 'nereid-model-check-'));
   const backends = defaultBackends();
@@ -71,7 +80,7 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
       exitOnError: false,
       logger: logging.logger,
     });
-    const rows = server.repositoryIndex().filter((r) => r.name === name);
+    const rows = localRows(server, name, join(repo, name), dir);
     const ready = rows.filter((r) => r.state === 'READY');
     if (ready.length > 0) out(printModelConfig(server.modelConfig(name)));
     for (const r of rows) {
@@ -83,6 +92,26 @@ async function check(args: CheckArgs, out: (s: string) => void, err: (s: string)
     await Promise.all(backends.map(async (b) => b.close?.()));
     await rm(repo, { recursive: true, force: true });
   }
+}
+
+/**
+ * The model's states with their reasons as the server logged them, not as a client sees them: this runs on the
+ * user's own machine, so paths stay whole (no '…/model.onnx'), and the temporary repository's link is written as
+ * the folder the user gave.
+ */
+function localRows(
+  server: InferenceServer,
+  name: string,
+  linked: string,
+  dir: string,
+): { version: string; state: string; reason: string }[] {
+  const model = server.models().find((m) => m.name === name);
+  if (model === undefined) return [];
+  const local = (reason: string): string => reason.split(linked).join(dir);
+  if (model.versions.size === 0) return [{ version: '', state: model.state, reason: local(model.reason) }];
+  return [...model.versions.values()]
+    .sort((a, b) => a.version - b.version)
+    .map((v) => ({ version: String(v.version), state: v.state, reason: local(v.reason) }));
 }
 
 /** Runs `nereid model <argv>`; returns the exit code. */

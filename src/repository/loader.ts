@@ -11,7 +11,7 @@ import {
   parseModelConfigOrThrow,
   validateModelConfig,
 } from '../config/index.js';
-import type { ModelConfig } from '../config/model-config.js';
+import { maxBatchOf, type ModelConfig } from '../config/model-config.js';
 import { CancelledError, InvalidArgError, NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { ModelStats } from '../core/stats.js';
@@ -21,6 +21,7 @@ import { loadWarmupSamples, runWarmup, type WarmupSample } from '../scheduler/wa
 import { prepareEnsemble, type EnsembleDeps } from './ensemble.js';
 import { describeFailures, emptyModel, type Model, type ModelVersion } from './model.js';
 import type { LoadSlots } from './load-slots.js';
+import { checkModelLayout } from './layout.js';
 import { ENSEMBLE_PLATFORM, normalizeConfig } from './normalize.js';
 import { listVersions, selectVersions } from './scan.js';
 import { resolveSpec, type ModelSpec } from './spec.js';
@@ -72,6 +73,7 @@ export async function buildModel(
     const versions = await listVersions(dir);
     const files = await filesInVersions(dir, versions);
     const parsed = override ?? (await readConfig(dir, deps.configName));
+    await checkModelLayout(name, dir, versions, files, parsed, deps.registry);
     const config = normalizeConfig(parsed, name, files, deps.registry);
     const ensemble = config.platform === ENSEMBLE_PLATFORM && !config.backend;
     const backend = ensemble ? undefined : (deps.registry.get(config.backend as string) as Backend);
@@ -185,6 +187,7 @@ async function loadBackendModel(
   logModelParameters(checkModelParameters(config, backend, name, [MAX_BACKLOG_PARAM]), log);
   const specs = deps.registry.expandInstances(config, name, backend);
   model.spec = resolveSpec(config, {
+    maxBatchSizeAutoCompleted: maxBatchOf(normalized) === 0 && config.max_batch_size > 0,
     labels: await readLabels(dir, config),
     sequence: config.sequence_batching ? await loadSequenceSpec(config, dir) : undefined,
   });

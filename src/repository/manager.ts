@@ -1,4 +1,5 @@
 import type { RateLimiter } from '../backends/runtime/rate-limiter.js';
+import { dirname, resolve } from 'node:path';
 import type { Backend, BackendConfig } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { resolveBackendSettings } from '../backends/settings.js';
@@ -8,6 +9,7 @@ import type { Logger } from '../core/logger.js';
 import { ModelLifecycle, type LoadSource } from './lifecycle.js';
 import { LoadSlots } from './load-slots.js';
 import { emptyModel, type Model } from './model.js';
+import { modelFolderSigns } from './layout.js';
 import { fingerprint, scanRepositories, type ModelLocation } from './scan.js';
 
 export interface RepositoryOptions {
@@ -97,6 +99,16 @@ export class ModelRepository {
 
   /** Model folders of the repositories as last scanned. */
   async scan(): Promise<Map<string, ModelLocation>> {
+    for (const repo of this.#opts.repositories) {
+      // A model's own folder given as the repository would be served as a model named '1' that no backend runs.
+      const signs = await modelFolderSigns(repo, this.#opts.registry);
+      if (signs !== undefined) {
+        throw new InvalidArgError(
+          `model repository '${repo}' is a model folder (it holds ${signs}), not a repository of model folders: ` +
+            `give the folder that contains it, --model-repository=${dirname(resolve(repo))}`,
+        );
+      }
+    }
     const { models, duplicates } = await scanRepositories(this.#opts.repositories);
     this.#found = new Map(models.map((m) => [m.name, m]));
     for (const [name, repos] of duplicates) {

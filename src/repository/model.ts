@@ -61,6 +61,16 @@ export function unloadedModel(old: Model): Model {
   return { ...emptyModel(old.name, old.dir, 'UNAVAILABLE', 'unloaded'), versions };
 }
 
+/**
+ * Why the repository has this model but could not load it (its config, backend or every version failed), or
+ * undefined: loaded, loading, unloaded, or a name with no folder in any repository (those are "not found").
+ */
+export function loadFailure(model: Model): string | undefined {
+  if (model.spec !== undefined || model.state !== 'UNAVAILABLE' || model.dir === '') return undefined;
+  if (model.reason === '' || model.reason === 'unloaded') return undefined;
+  return model.reason;
+}
+
 /** Triton's wording: `version 2 is at UNAVAILABLE state: <why>`. */
 export function describeFailures(model: Model): string {
   return [...model.versions.values()]

@@ -30,6 +30,11 @@ export interface ModelSpec {
   readonly backend: string;
   /** 0 when the model does not batch. */
   readonly maxBatchSize: number;
+  /**
+   * max_batch_size came from auto-complete (the model file batches, config.pbtxt set none): a request over it is
+   * told so, and how to raise it, since the user never wrote that number.
+   */
+  readonly maxBatchSizeAutoCompleted: boolean;
   readonly batching: boolean;
   readonly inputs: ReadonlyMap<string, TensorSpec>;
   /** Position of each input in the config: requests reach the engine with their inputs in this order. */
@@ -51,6 +56,8 @@ export interface SpecExtras {
   labels: ReadonlyMap<string, readonly string[]>;
   sequence?: SequenceSpec;
   ensemble?: EnsembleGraph;
+  /** See ModelSpec.maxBatchSizeAutoCompleted. */
+  maxBatchSizeAutoCompleted?: boolean;
 }
 
 function tensorSpec(t: ModelInput | ModelOutput, batching: boolean, kind: string): TensorSpec {
@@ -79,6 +86,7 @@ export function resolveSpec(config: NormalizedConfig, extras: SpecExtras): Model
     platform: config.platform ?? config.backend ?? '',
     backend: config.backend ?? '',
     maxBatchSize,
+    maxBatchSizeAutoCompleted: extras.maxBatchSizeAutoCompleted === true && batching,
     batching,
     inputs,
     inputOrder: new Map([...inputs.keys()].map((n, i) => [n, i])),

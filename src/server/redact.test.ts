@@ -29,6 +29,23 @@ describe('PathRedactor', () => {
     assert.equal(redactAbsolutePaths('path=/opt/a/b'), 'path=…/b');
   });
 
+  it('keeps names whose first folder is not on this machine: ONNX node names, URL paths, placeholders', () => {
+    for (const m of [
+      "Non-zero status code returned while running Reshape node. Name:'/encoder/layer.0/Reshape' Status Message: x",
+      'Node (/embeddings/Gather_1) Op (Gather) [ShapeInferenceError] bad',
+      "model 'm' is decoupled; use gRPC ModelStreamInfer or HTTP POST /v2/models/m/generate_stream",
+      "plugins: 'a.so' is not an absolute path; give each plugin library as /path/lib.so",
+    ]) {
+      assert.equal(r.redact(m), m);
+      assert.equal(redactAbsolutePaths(m), m);
+    }
+    // A server path beside a node name: only the path goes.
+    assert.equal(
+      redactAbsolutePaths("node '/encoder/MatMul' reading /usr/lib/secret/weights.bin"),
+      "node '/encoder/MatMul' reading …/weights.bin",
+    );
+  });
+
   it('leaves messages without paths alone', () => {
     for (const m of ['expected shape [-1,16], got [16]', 'content type application/json', 'version 1/2', '']) {
       assert.equal(r.redact(m), m);

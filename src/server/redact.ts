@@ -1,4 +1,4 @@
-import { realpathSync } from 'node:fs';
+import { readdirSync, realpathSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { resolve, sep } from 'node:path';
 import { ERROR_CLASSES, NereidError } from '../core/errors.js';
@@ -7,7 +7,8 @@ import { ERROR_CLASSES, NereidError } from '../core/errors.js';
  * No absolute server path in an answer to a client: a load error or a model's reason says `simple/1/model.onnx`,
  * never `/srv/models/simple/1/model.onnx`. Paths under a model repository become relative to that repository,
  * paths in a load request's override folder relative to it (`<model>/1/model.onnx`), and any other absolute path
- * keeps only its last segment (`…/libfoo.so`). The server log keeps the full text: only what clients see is rewritten.
+ * of this machine keeps only its last segment (`…/libfoo.so`); names that only look like paths (ONNX node names,
+ * URL routes) are kept whole. The server log keeps the full text: only what clients see is rewritten.
  */
 
 /** An override model folder: `<tmp>/nereid-overrides-<pid>-XXXXXX/load-XXXXXX/<model>`; the prefix is dropped. */
@@ -15,8 +16,7 @@ const OVERRIDE_PREFIX = /(?:\/[^\s'"`]*)?\/nereid-overrides-\d+-[^/\s'"`]+\/load
 
 /**
  * An absolute path: a `/` that starts the message or follows a space, quote, bracket, `=` or `:`, then two or more
- * segments of path characters. (A URL path such as `/v2/models` would match too; no client-facing error carries
- * one.)
+ * segments of path characters. Only those whose first folder exists at this machine's `/` are server paths (below).
  */
 const ABSOLUTE_PATH = /(^|[\s'"`(=[:,])(\/(?:[^\s'"`()[\]{},;:/]+\/)+)([^\s'"`()[\]{},;:/]*)/g;
 
@@ -68,14 +68,35 @@ export function redactedCopy(err: NereidError, message: string): NereidError {
   return new (ERROR_CLASSES[err.code] as ErrorCtor)(message, { cause: err });
 }
 
+/**
+ * The names in this machine's `/`, read once. A slash-separated name whose first folder is not among them cannot
+ * be a path of this server, and is kept whole: ONNX node names (`/encoder/layer.0/MatMul`, torch.onnx.export's
+ * naming), URL paths in advice (`POST /v2/models/m/generate_stream`), placeholders (`/path/lib.so`). Unreadable
+ * `/`: every such name is treated as a path (redacting too much is the safe side).
+ */
+const ROOT_NAMES: ReadonlySet<string> | undefined = (() => {
+  try {
+    return new Set(readdirSync('/'));
+  } catch {
+    return undefined;
+  }
+})();
+
+function isServerPath(dir: string): boolean {
+  const first = dir.split('/')[1] ?? '';
+  return ROOT_NAMES === undefined || ROOT_NAMES.has(first);
+}
+
 const FALLBACK_ROOTS = prefixes([process.cwd(), tmpdir(), homedir()]);
 
 /**
  * The safety net every client-facing error goes through (protocol/kserve/client-error.ts): override folders and the
- * working, temp and home folders are stripped, and any other absolute path keeps its last segment only.
+ * working, temp and home folders are stripped, and any other absolute path of this machine keeps its last segment.
  */
 export function redactAbsolutePaths(message: string): string {
   let out = message.replace(OVERRIDE_PREFIX, '');
   for (const root of FALLBACK_ROOTS) out = out.split(root).join('');
-  return out.replace(ABSOLUTE_PATH, (_m, lead: string, _dir: string, last: string) => `${lead}…/${last}`);
+  return out.replace(ABSOLUTE_PATH, (m: string, lead: string, dir: string, last: string) =>
+    isServerPath(dir) ? `${lead}…/${last}` : m,
+  );
 }

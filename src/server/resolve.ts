@@ -1,7 +1,7 @@
 import type { ModelMetadata, TensorMetadata } from './api.js';
 import { NotFoundError, UnavailableError } from '../core/errors.js';
 import type { ModelRepository } from '../repository/manager.js';
-import { latestReady, type Model, type ModelVersion } from '../repository/model.js';
+import { latestReady, loadFailure, type Model, type ModelVersion } from '../repository/model.js';
 import type { ModelSpec } from '../repository/spec.js';
 import type { PathRedactor } from './redact.js';
 import { Target } from './target.js';
@@ -9,13 +9,17 @@ import { parseVersionString } from './version-string.js';
 
 /**
  * The one model lookup of a request: its model, the version asked for (or the latest ready one) and the spec, with
- * Triton's answers for what cannot be served (unknown model or version: NOT_FOUND; known but not ready now:
- * UNAVAILABLE with the reason, redacted of server paths).
+ * Triton's answers for what cannot be served (unknown model or version: NOT_FOUND; known but not ready now, or
+ * failed to load: UNAVAILABLE with the reason, redacted of server paths).
  */
 export function resolveTarget(repo: ModelRepository, paths: PathRedactor, name: string, version?: string): Target {
   // Triton reads the version string before it looks the model up (HandleInfer, ModelMetadata...).
   const wanted = parseVersionString(version);
   const model = repo.get(name);
+  const failure = model && loadFailure(model);
+  // The repository has the model but its load failed: UNAVAILABLE with the reason (by latest or by version),
+  // the rule of a version that cannot serve now; "not found" would send the user looking for a typo.
+  if (failure !== undefined) throw new UnavailableError(`model '${name}' failed to load: ${paths.redact(failure)}`);
   if (!model || !model.spec) throw new NotFoundError(`Request for unknown model: '${name}' is not found`);
   let v: ModelVersion | undefined;
   if (wanted !== undefined) {

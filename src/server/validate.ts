@@ -7,6 +7,18 @@ import type { ModelSpec, TensorSpec } from '../repository/spec.js';
 
 const fmt = (d: readonly number[]): string => `[${d.join(',')}]`;
 
+/** Why a batch-size limit the user never wrote applies, and how to raise it. */
+function autoCompletedNote(spec: ModelSpec): string {
+  const flag =
+    spec.backend === 'onnxruntime'
+      ? ', or start the server with --backend-config=onnxruntime,default-max-batch-size=N'
+      : '';
+  return (
+    `. NOTE: max_batch_size ${spec.maxBatchSize} was auto-completed (the model file allows any batch size, and ` +
+    `config.pbtxt sets no max_batch_size); to take larger batches set max_batch_size in config.pbtxt${flag}`
+  );
+}
+
 /** A request checked against its model, ready for the scheduler. */
 export interface ValidatedRequest {
   request: EngineRequest;
@@ -31,8 +43,11 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
     if (seen.has(input.name)) throw new InvalidArgError(`input '${input.name}' already exists in request`);
     seen.add(input.name);
     if (input.datatype !== cfg.datatype) {
+      // Triton's words, then what to do: neither Triton nor Nereid converts a datatype (an INT32 client of a
+      // torch.onnx.export model, whose token inputs are INT64, gets this from Triton too).
       throw new InvalidArgError(
-        `inference input '${input.name}' data-type is '${input.datatype}', but model '${model}' expects '${cfg.datatype}'`,
+        `inference input '${input.name}' data-type is '${input.datatype}', but model '${model}' expects '${cfg.datatype}'` +
+          `; inputs are not converted (Triton does not either): send '${input.name}' as ${cfg.datatype}, or give the model ${input.datatype} inputs`,
       );
     }
     const shape = input.shape;
@@ -41,7 +56,9 @@ export function validateRequest(req: InferRequest, spec: ModelSpec): ValidatedRe
       const b = shape[0];
       if (b < 1 || b > mbs) {
         throw new InvalidArgError(
-          `inference request batch-size must be <= ${mbs} for '${model}'` + (b < 1 ? ' and >= 1' : ''),
+          `inference request batch-size must be <= ${mbs} for '${model}'` +
+            (b < 1 ? ' and >= 1' : '') +
+            (b > mbs && spec.maxBatchSizeAutoCompleted ? autoCompletedNote(spec) : ''),
         );
       }
       if (batchSize !== -1 && b !== batchSize) {

@@ -262,6 +262,9 @@ describe('Engine boundary (real server, identity engines in threads)', () => {
     const r = await post(s.url, '/v2/repository/models/unsupported/load');
     assert.equal(r.status, 400, JSON.stringify(r.body));
     assert.match(r.body.error ?? '', /config section 'decoupled' is not supported/);
-    assert.equal((await infer(s.url, 'unsupported')).status, 404);
+    // A model the repository has but could not load: UNAVAILABLE with the reason, not "not found" (issue 26 item 7).
+    const after = await infer(s.url, 'unsupported');
+    assert.equal(after.status, 503);
+    assert.match(after.body.error ?? '', /failed to load: .*config section 'decoupled' is not supported/);
   });
 });

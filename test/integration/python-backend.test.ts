@@ -190,6 +190,8 @@ describe('python backend through the server', () => {
       body.error ?? '',
       /doesn't support models with decoupled transaction policy; use gRPC ModelStreamInfer/,
     );
+    // The advice keeps its route whole: redaction takes server paths only (issue 26 item 8), not '…/generate_stream'.
+    assert.ok(body.error?.includes('HTTP POST /v2/models/square/generate_stream'), body.error);
     const gen = await fetch(`${s.url}/v2/models/square/generate`, { method: 'POST', body: JSON.stringify({ IN: 2 }) });
     assert.equal(gen.status, 400);
     assert.match(((await gen.json()) as { error: string }).error, /sent more than one; use generate_stream/);

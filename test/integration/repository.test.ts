@@ -112,10 +112,13 @@ describe('Model repository', () => {
       );
     });
 
-    it('BAD CALL - infer on the broken model is 404', async () => {
+    it('BAD CALL - infer on the broken model is 503 with the reason it failed (issue 26 item 7), not 404', async () => {
       const res = await inferSimple(s.url, 'broken');
-      assert.equal(res.status, 404);
-      assert.match(((await res.json()) as { error: string }).error, /unknown model: 'broken'/);
+      assert.equal(res.status, 503);
+      assert.match(
+        ((await res.json()) as { error: string }).error,
+        /model 'broken' failed to load: [^]*unknown field 'dimz' in ModelInput/,
+      );
     });
   });
 
@@ -224,17 +227,13 @@ describe('Model repository', () => {
     await assert.rejects(startNereid({ repositories: [root] }), /KIND_GPU/);
   });
 
-  it('BAD CONFIG - an execution accelerator this build cannot honour is a load error, not a CPU fall-back', async () => {
-    for (const acc of [
-      'gpu_execution_accelerator : [ { name : "tensorrt" } ]',
-      'gpu_execution_accelerator : [ { name : "cuda" } ]',
-      'cpu_execution_accelerator : [ { name : "openvino" } ]',
-    ]) {
-      const cfg = (await simpleConfig()) + `optimization { execution_accelerators { ${acc} } }\n`;
-      const root = await scratchRepo({ simple: { from: 'simple', config: cfg } });
-      cleanup.push(root);
-      const name = /name : "(\w+)"/.exec(acc)?.[1] as string;
-      await assert.rejects(startNereid({ repositories: [root] }), new RegExp(name));
-    }
+  it('BAD CONFIG - a CPU execution accelerator this build cannot honour is a load error, not a CPU fall-back', async () => {
+    // GPU accelerators on the KIND_CPU instances this machine gets are ignored with a warning, as Triton does
+    // (gpu-accelerators-on-cpu.test.ts); OpenVINO, asked for the CPU instances themselves, must fail the load.
+    const acc = 'cpu_execution_accelerator : [ { name : "openvino" } ]';
+    const cfg = (await simpleConfig()) + `optimization { execution_accelerators { ${acc} } }\n`;
+    const root = await scratchRepo({ simple: { from: 'simple', config: cfg } });
+    cleanup.push(root);
+    await assert.rejects(startNereid({ repositories: [root] }), /openvino/);
   });
 });

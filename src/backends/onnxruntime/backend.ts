@@ -18,6 +18,21 @@ function graphsOf(ctx: EngineLoadContext): boolean {
 }
 
 /**
+ * The plan's warnings, logged once per model load on the host: on the engine-thread transport every instance's
+ * thread plans its own session, and one warning per instance would repeat the same sentence. A config the plan
+ * refuses is left to the load to report.
+ */
+function warnPlanOnce(ctx: Parameters<Backend['load']>[0]): void {
+  let warnings: readonly string[];
+  try {
+    warnings = planSession(ctx.config, ctx.backendConfig).warnings;
+  } catch {
+    return;
+  }
+  for (const w of warnings) ctx.logger.warn({ model: ctx.name, version: ctx.version }, w);
+}
+
+/**
  * The onnxruntime backend: Triton's `onnxruntime` backend / `onnxruntime_onnx` platform over onnxruntime's C API.
  *
  * Two transports (`--backend-config=onnxruntime,transport=inprocess|thread`):
@@ -42,6 +57,13 @@ export function onnxruntimeBackend(): Backend {
     },
     onnxruntimeCapiAdapter(),
   );
-  const threaded = workerBackend(descriptor, adapterUrl(import.meta.url, './thread-adapter'));
+  const worker = workerBackend(descriptor, adapterUrl(import.meta.url, './thread-adapter'));
+  const threaded: Backend = {
+    ...worker,
+    load(ctx, signal) {
+      warnPlanOnce(ctx);
+      return worker.load(ctx, signal);
+    },
+  };
   return withThreadTransport('onnxruntime', inProcess, threaded, graphsOf);
 }

@@ -328,10 +328,10 @@ interface LoadHooks {
 
 /**
  * The onnxruntime C API engine. `blockingRuns`: Run on the calling thread (only where that thread is the
- * instance's own: the engine-thread transport).
+ * instance's own: the engine-thread transport). `planWarnings: false`: the host logs the plan's warnings.
  */
 export function onnxruntimeCapiAdapter(
-  opts: { blockingRuns?: boolean } = {},
+  opts: { blockingRuns?: boolean; planWarnings?: boolean } = {},
 ): EngineAdapter & { autoComplete: typeof autoCompleteOnnx } {
   return {
     autoComplete: autoCompleteOnnx,
@@ -339,7 +339,7 @@ export function onnxruntimeCapiAdapter(
       if (signal.aborted) throw new CancelledError('model load was cancelled');
       const logger = (ctx.logger ?? noopLogger).child({ model: ctx.name, version: ctx.version });
       const plan = planSession(ctx.config, ctx.backendConfig);
-      for (const w of plan.warnings) logger.warn(w);
+      if (opts.planWarnings !== false) for (const w of plan.warnings) logger.warn(w);
       const graphSpecs = parseGraphSpecs(ctx.config, `model '${ctx.name}'`);
       if (graphSpecs.length > 0 && !usesCudaGraphs(plan)) {
         logger.warn(

@@ -286,7 +286,7 @@ describe('planSession', () => {
     });
   }
 
-  it('OpenVINO applies to every instance with device_type CPU; a GPU accelerator on a CPU instance is a load error', () => {
+  it('OpenVINO applies to every instance with device_type CPU; a GPU accelerator is ignored on a CPU instance with one warning (as Triton)', () => {
     const p = planSession({
       instance_group: [{ kind: 'KIND_CPU' }],
       optimization: {
@@ -300,8 +300,30 @@ describe('planSession', () => {
       providersFor(p, GPU0).map((x) => x.name),
       ['cuda', 'openvino'],
     );
-    // Never a silent CPU fall-back: the config asked for a GPU accelerator.
-    assert.throws(() => providersFor(p, CPU), /is KIND_CPU, but .*gpu_execution_accelerator asks for cuda/);
+    // Triton ignores gpu_execution_accelerator on KIND_CPU: the CPU instance keeps only its CPU providers, the
+    // KIND_GPU instance above still gets cuda (a provider that cannot load there fails the load).
+    assert.deepEqual(
+      providersFor(p, CPU).map((x) => x.name),
+      ['openvino'],
+    );
+    assert.equal(p.warnings.filter((w) => /gpu_execution_accelerator \(cuda\) is ignored/.test(w)).length, 1);
+    const mixed = planSession({
+      instance_group: [
+        { name: 'g', kind: 'KIND_GPU' },
+        { name: 'c', kind: 'KIND_CPU' },
+      ],
+      optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'tensorrt' }] } },
+    });
+    assert.match(mixed.warnings.join('\n'), /\(tensorrt\) is ignored: the instances of group 'c' are KIND_CPU/);
+    assert.deepEqual(
+      providersFor(mixed, GPU0).map((x) => x.name),
+      ['tensorrt', 'cuda'],
+    );
+    const gpuOnly = planSession({
+      instance_group: [{ kind: 'KIND_GPU' }],
+      optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'cuda' }] } },
+    });
+    assert.deepEqual(gpuOnly.warnings, []);
     const cpuOnly = planSession({
       optimization: {
         execution_accelerators: {

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { suggestion } from '../../config/config-error.js';
 import type { ModelConfig } from '../../config/model-config.js';
-import { InvalidArgError, UnavailableError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import type { BackendConfig, InstanceSpec } from '../contract.js';
 import type { GlobalThreadPool } from './capi/env.js';
 import { cudaPlan, openvinoPlan, parseBool, parseInt32, tensorrtPlan, type ProviderPlan } from './provider-options.js';
@@ -38,8 +38,6 @@ export interface SessionPlan {
   readonly globalThreadPool?: GlobalThreadPool;
   /** Providers of a KIND_GPU instance, in priority order (TensorRT before its CUDA fall-back); device_id added. */
   readonly gpuProviders: readonly ProviderPlan[];
-  /** The GPU accelerators the config names (`gpu_execution_accelerator`): only a KIND_GPU instance can honour them. */
-  readonly gpuAccelerators: readonly string[];
   /** Providers of every instance (OpenVINO for the CPU). */
   readonly cpuProviders: readonly ProviderPlan[];
   /** GPU arenas named by memory.enable_memory_arena_shrinkage: only KIND_GPU instances may have them. */
@@ -170,7 +168,7 @@ function memoryPlan(params: Params): MemoryPlan {
   return { cpuMemArena, memPattern, sessionConfig, runConfig, shrinksGpuArena };
 }
 
-type AcceleratorPlan = Pick<SessionPlan, 'gpuProviders' | 'gpuAccelerators' | 'cpuProviders'>;
+type AcceleratorPlan = Pick<SessionPlan, 'gpuProviders' | 'cpuProviders'>;
 
 /** The execution providers the config's `execution_accelerators` (and CUDA parameters) ask for. */
 function acceleratorPlan(config: ModelConfig, params: Params, warnings: string[]): AcceleratorPlan {
@@ -199,16 +197,11 @@ function acceleratorPlan(config: ModelConfig, params: Params, warnings: string[]
       );
     }
   }
-  const groups = config.instance_group ?? [];
-  const anyGpu = groups.some((g) => g.kind === 'KIND_GPU' || g.kind === 'KIND_AUTO' || g.kind === undefined);
-  if (!anyGpu && (eas?.gpu_execution_accelerator?.length ?? 0) > 0) {
-    warnings.push(
-      'optimization.execution_accelerators.gpu_execution_accelerator applies to KIND_GPU instances only; this model has none',
-    );
-  }
+  const gpuNames = (eas?.gpu_execution_accelerator ?? []).map((ea) => ea.name ?? '');
+  const cpuWarning = cpuInstancesIgnore(config, gpuNames);
+  if (cpuWarning !== undefined) warnings.push(cpuWarning);
   return {
     gpuProviders,
-    gpuAccelerators: (eas?.gpu_execution_accelerator ?? []).map((ea) => ea.name ?? ''),
     cpuProviders,
   };
 }
@@ -238,11 +231,31 @@ export function planSession(config: ModelConfig, backendConfig: BackendConfig = 
     runConfig: memory.runConfig,
     globalThreadPool: threads.globalThreadPool,
     gpuProviders: accelerators.gpuProviders,
-    gpuAccelerators: accelerators.gpuAccelerators,
     cpuProviders: accelerators.cpuProviders,
     shrinksGpuArena: memory.shrinksGpuArena,
     warnings,
   });
+}
+
+/**
+ * The one warning a load gives when GPU accelerators meet CPU instances (Triton ignores them there: its
+ * onnxruntime backend reads `gpu_execution_accelerator` only for KIND_GPU). Groups are normalized by then, so a
+ * KIND_AUTO group on a machine without a usable GPU arrives as KIND_CPU; an unnormalized one counts as GPU.
+ */
+function cpuInstancesIgnore(config: ModelConfig, gpuNames: readonly string[]): string | undefined {
+  if (gpuNames.length === 0) return undefined;
+  const cpuGroups = (config.instance_group ?? []).filter((g) => g.kind === 'KIND_CPU');
+  if (cpuGroups.length === 0) return undefined;
+  const groups = config.instance_group ?? [];
+  const which =
+    cpuGroups.length === groups.length
+      ? "this model's instances are"
+      : `the instances of group ${cpuGroups.map((g) => `'${g.name ?? ''}'`).join(', ')} are`;
+  return (
+    `optimization.execution_accelerators.gpu_execution_accelerator (${gpuNames.join(', ')}) is ignored: ` +
+    `${which} KIND_CPU (written, or KIND_AUTO on a machine without a usable GPU) and run on the CPU without it, ` +
+    'as Triton does; it applies to KIND_GPU instances only (nereid gpu check tells whether this machine has one)'
+  );
 }
 
 /**
@@ -270,15 +283,9 @@ export function providersFor(plan: SessionPlan, spec: Pick<InstanceSpec, 'kind' 
   if (spec.kind === 'KIND_MODEL') {
     throw new InvalidArgError(`instance ${spec.name}: KIND_MODEL is not supported by the onnxruntime backend`);
   }
-  // Triton would run such a config on CPU, the accelerator ignored; Nereid never falls back silently: a config
-  // that asks for a GPU accelerator gets a GPU or a clear load error.
-  if (plan.gpuAccelerators.length > 0) {
-    const names = plan.gpuAccelerators.join(', ');
-    throw new UnavailableError(
-      `instance ${spec.name} is ${spec.kind}, but optimization.execution_accelerators.gpu_execution_accelerator asks for ${names}: ` +
-        'a GPU accelerator needs a KIND_GPU instance on a machine with a usable GPU (nereid gpu check); remove it to run on CPU',
-    );
-  }
+  // A CPU instance ignores gpu_execution_accelerator, as Triton does (planSession warned once at load). KIND_GPU
+  // instances above always get every GPU provider the config names: one that cannot load there is a load error,
+  // never a silent CPU fall-back.
   if (plan.shrinksGpuArena) {
     throw new InvalidArgError(
       `parameter 'memory.enable_memory_arena_shrinkage' names a GPU arena, but instance ${spec.name} is ${spec.kind}; use 'cpu:0'`,
