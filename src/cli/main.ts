@@ -163,15 +163,16 @@ async function runServe(argv: string[]): Promise<number> {
   const running = await serve({ ...(await serveOptionsFrom(v, repositories)), consoleLogs: logging.recent, logger });
   announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
   const stop = stopOnSignal(running, logger, v['exit-timeout-secs']);
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  // `on`, not `once`: a repeated signal (npm and the entry's re-run forward one the terminal also sent) is ignored.
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
   return -1;
 }
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === '--version' || cmd === 'version') {
-    process.stdout.write(`nereid ${NEREID_VERSION}\n`);
+    process.stdout.write(`nereid ${NEREID_VERSION} (Node.js ${process.version})\n`);
     return 0;
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
