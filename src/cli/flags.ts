@@ -119,7 +119,10 @@ export const FLAGS = {
   },
   'metrics-config': { kind: 'list', help: 'Metrics option <key>=<value>.' },
   'metrics-interval-ms': { kind: 'int', help: 'Metrics refresh interval.', default: 2000 },
-  'backend-config': { kind: 'list', help: 'Backend setting <backend>,<key>=<value> (repeatable).' },
+  'backend-config': {
+    kind: 'list',
+    help: 'Backend setting <backend>,<key>=<value> (repeatable); backends onnxruntime, tensorrt, pytorch, python (docs/<backend>-backend.md lists their keys).',
+  },
   'strict-model-config': {
     kind: 'bool',
     help: 'Deprecated: true disables auto-complete.',
@@ -329,5 +332,5 @@ export function helpText(): string {
     const later = s.later ? ` [accepted; ${s.later} is not implemented yet]` : '';
     return `  --${n}${value}\n      ${s.help}${def}${later}`;
   });
-  return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
+  return `Usage: nereid serve --model-repository <dir> [options]\n\nServes a Triton model repository over Triton's KServe v2 HTTP and gRPC protocols: ONNX models (onnxruntime),\nTensorRT plans (tensorrt), TorchScript (pytorch) and Python models (python). Backend settings: --backend-config.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
 }
