@@ -45,7 +45,8 @@ describe('npm ci on the project', { skip: NPM_CLI === undefined ? 'no npm on PAT
     );
     assert.equal(r.status, 0, r.stderr);
     const out = r.stdout + r.stderr;
-    assert.doesNotMatch(out, /Unknown (project|env|user) config/);
+    // A user config (~/.npmrc) is the user's own business; the project's and the environment's are ours.
+    assert.doesNotMatch(out, /Unknown (project|env) config/);
     assert.doesNotMatch(out, /EBADENGINE[^\n]*\n[^\n]*package: 'nereid@/);
     assert.doesNotMatch(out, /install scripts not yet covered/);
   });
