@@ -3,6 +3,8 @@
 #   docker run --rm -p 8000-8002:8000-8002 -v "$PWD/examples/model_repository:/models:ro" nereid
 # Ports are Triton's: 8000 HTTP (KServe v2, and the web console at /console), 8001 gRPC, 8002 Prometheus metrics.
 # The model repository is the /models volume. Logs are JSON lines (no terminal); `docker run -t` gives formatted ones.
+# No Python in this image: it serves onnxruntime models. Python and PyTorch models need python3 with numpy (and
+# torch) added in an image built from this one; TensorRT plans need the GPU image (docs/operating.md).
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build

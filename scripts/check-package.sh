@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 # onnxruntime-node's install script would fetch CUDA libraries from outside the npm registry; the CPU package
 # needs none (`nereid gpu setup` installs them for GPU use).
-export npm_config_onnxruntime_node_install=skip
+export ONNXRUNTIME_NODE_INSTALL=skip
 work=$(mktemp -d)
 server_pid=
 cleanup() {

@@ -13,29 +13,56 @@
 # of wheels, ~5.4 GB installed, about 1.5 min here (measured: 25 s download, 61 s install). `--no-deps` is not a way
 # out: libtorch_cuda.so links cudart, cuBLAS, cuDNN, NCCL... even on a machine without a GPU, so `import torch`
 # fails without them; leaving out only what TorchScript never loads (triton, cusolver, nvtx) saves ~20% and would
-# be a hand-kept list broken by each torch release. NEREID_TORCH_VERSION pins another version.
+# be a hand-kept list broken by each torch release. NEREID_TORCH_VERSION pins another version. With torch comes
+# onnxscript: torch.onnx.export needs it from torch 2.9 on (its default exporter is the dynamo one). The torch step
+# says its size first and shows pip's progress: it is minutes of silence otherwise.
+#
+# --dry-run prints what would be installed and touches nothing (no venv, no pip, no network); NEREID_VENV names
+# another venv folder (default .venv). Both are for checking this script without downloading gigabytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=.venv
+VENV=${NEREID_VENV:-.venv}
 PA_VERSION=2.50.0
 TORCH_VERSION=${NEREID_TORCH_VERSION:-2.15.0}
+TORCH_SIZE='~2.8 GB of wheels to download (torch ~540 MB and the nvidia-* CUDA libraries it links), ~5.4 GB installed'
 with_torch=0
+dry_run=0
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
-    *) echo "setup-python.sh: unknown argument '$arg' (--torch installs PyTorch too)" >&2; exit 2 ;;
+    --dry-run) dry_run=1 ;;
+    *) echo "setup-python.sh: unknown argument '$arg' (--torch installs PyTorch too; --dry-run only says what it would do)" >&2; exit 2 ;;
   esac
 done
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+# Runs a command, or under --dry-run prints it.
+run() {
+  if [ "$dry_run" = 1 ]; then echo "would run: $*"; else "$@"; fi
+}
+# True when the venv's python imports every module named (never true for a venv that does not exist yet).
+imports() {
+  [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import $1" 2>/dev/null
+}
+[ -x "$VENV/bin/python" ] || run python3 -m venv "$VENV"
 # onnx: the compatibility suite writes tiny BYTES/INT8 models (test/compat/models.py). Where they all import
 # already, pip is not run: `npm test` runs this script, and a test run must not reach a package index.
-if ! "$VENV/bin/python" -c 'import tritonclient.http, tritonclient.grpc, numpy, pytest, onnx, nvidia.cuda_runtime' 2>/dev/null; then
-  "$VENV/bin/pip" install -q --disable-pip-version-check 'tritonclient[all]' numpy pytest onnx nvidia-cuda-runtime-cu12
+if ! imports 'tritonclient.http, tritonclient.grpc, numpy, pytest, onnx, nvidia.cuda_runtime'; then
+  run "$VENV/bin/pip" install -q --disable-pip-version-check 'tritonclient[all]' numpy pytest onnx nvidia-cuda-runtime-cu12
 fi
-if [ "$with_torch" = 1 ] && ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
+if [ "$with_torch" = 1 ] && ! imports torch; then
+  echo "installing PyTorch $TORCH_VERSION and onnxscript (for torch.onnx.export): $TORCH_SIZE;"
+  echo "about 1.5 min on a fast link, much longer on a slow one. pip's progress follows."
   t0=$(date +%s)
-  "$VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION"
-  echo "torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') installed in $(( $(date +%s) - t0 )) s"
+  # No -q: pip names each wheel with its size as it downloads it (with a progress bar on a terminal).
+  run "$VENV/bin/pip" install --disable-pip-version-check --progress-bar on "torch==$TORCH_VERSION" onnxscript
+  [ "$dry_run" = 1 ] || echo "torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') installed in $(( $(date +%s) - t0 )) s"
+elif [ "$with_torch" = 1 ] && ! imports onnxscript; then
+  # A venv from before onnxscript was part of this step: add it alone (a few MB), not torch again.
+  echo "installing onnxscript (for torch.onnx.export; torch is already here)"
+  run "$VENV/bin/pip" install --disable-pip-version-check onnxscript
+fi
+if [ "$dry_run" = 1 ]; then
+  [ -x "$VENV/perf_analyzer/bin/perf_analyzer" ] || echo "would fetch perf_analyzer from the tritonclient $PA_VERSION wheel"
+  exit 0
 fi
 
 if [ ! -x "$VENV/perf_analyzer/bin/perf_analyzer" ]; then

@@ -60,6 +60,11 @@ export class BackendRegistry {
     return this.#backends.map((b) => b.name);
   }
 
+  /** The usable GPUs' ids (empty on a machine without one). */
+  get gpus(): readonly number[] {
+    return this.#gpus;
+  }
+
   get all(): readonly Backend[] {
     return this.#backends;
   }

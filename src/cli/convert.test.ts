@@ -24,6 +24,8 @@ function capture(): { io: { out: (s: string) => void; err: (s: string) => void }
   return { io: { out: (s) => out.push(s), err: (s) => err.push(s) }, out, err };
 }
 
+/** The test double stands in for a GPU: tell the command there is one (this machine has none). */
+const HAS_GPU = { noGpu: () => Promise.resolve(undefined) };
 const SHAPES = [
   '--minShapes=input_ids:1x8,attention_mask:1x8,token_type_ids:1x8,',
   '--optShapes=input_ids:4x8,attention_mask:4x8,token_type_ids:4x8',
@@ -115,7 +117,7 @@ describe('nereid convert: building (TensorRT test double)', () => {
         '--config',
       ],
       c.io,
-      { pythonPath: [DOUBLE] },
+      { ...HAS_GPU, pythonPath: [DOUBLE] },
     );
     assert.equal(code, 0, c.err.join(''));
     const err = c.err.join('');
@@ -190,6 +192,7 @@ describe('nereid convert: building (TensorRT test double)', () => {
   it('NO BUILDER RESOURCE - says exactly why it cannot build and what to install (exit 1)', async () => {
     const c = capture();
     const code = await runConvert(['--onnx', ENCODER, '--output', join(work, 'x.plan'), ...SHAPES], c.io, {
+      ...HAS_GPU,
       pythonPath: [DOUBLE],
       env: { NEREID_TRT_DOUBLE_BUILDER: 'missing-resource' },
     });
@@ -217,7 +220,7 @@ describe('nereid convert: building (TensorRT test double)', () => {
         '--excludeLeanRuntime',
       ],
       c.io,
-      { pythonPath: [DOUBLE], env: { NEREID_TRT_DOUBLE_VERSION: '10.6.0' } },
+      { ...HAS_GPU, pythonPath: [DOUBLE], env: { NEREID_TRT_DOUBLE_VERSION: '10.6.0' } },
     );
     assert.equal(code, 0, c.err.join(''));
     assert.match(c.out.join(''), /TensorRT 10\.6\.0, fp16/);
@@ -239,7 +242,7 @@ describe('nereid convert: building (TensorRT test double)', () => {
   it('REFUSALS - I/O formats: a count that fits neither one nor every input; a type change on strongly typed TensorRT 11', async () => {
     const go = async (args: string[], version: string): Promise<string> => {
       const c = capture();
-      const extra = { pythonPath: [DOUBLE], env: { NEREID_TRT_DOUBLE_VERSION: version } };
+      const extra = { ...HAS_GPU, pythonPath: [DOUBLE], env: { NEREID_TRT_DOUBLE_VERSION: version } };
       assert.equal(
         await runConvert(['--onnx', ENCODER, '--output', join(work, 'z.plan'), ...SHAPES, ...args], c.io, extra),
         1,
@@ -257,7 +260,7 @@ describe('nereid convert: building (TensorRT test double)', () => {
   });
 
   it('REFUSALS - no shapes for a dynamic input, shapes for an unknown input, INT8 on TensorRT 11, no TensorRT at all', async () => {
-    const go = async (args: string[], extra = { pythonPath: [DOUBLE] }): Promise<string> => {
+    const go = async (args: string[], extra = { ...HAS_GPU, pythonPath: [DOUBLE] }): Promise<string> => {
       const c = capture();
       assert.equal(await runConvert(['--onnx', ENCODER, '--output', join(work, 'y.plan'), ...args], c.io, extra), 1);
       return c.err.join('');
@@ -277,8 +280,24 @@ describe('nereid convert: building (TensorRT test double)', () => {
       /TensorRT 11\.2\.1\.2 offers no INT8 calibration .*Q\/DQ/,
     );
     assert.match(
-      await go(SHAPES, { pythonPath: [] }),
+      await go(SHAPES, { ...HAS_GPU, pythonPath: [] }),
       /TensorRT's Python package is not importable by .*: run 'nereid tensorrt setup'/,
     );
+  });
+});
+
+describe('nereid convert: a machine without a GPU', () => {
+  it('BAD CALL - says "no GPU" before anything else, and offers no TensorRT set-up (exit 1)', async () => {
+    const c = capture();
+    // No TensorRT either (an empty PYTHONPATH): the set-up advice is what the old code gave here.
+    const code = await runConvert(['--onnx', ENCODER, '--output', join(work, 'w.plan'), ...SHAPES], c.io, {
+      pythonPath: [],
+      noGpu: () => Promise.resolve('no NVIDIA driver: libnvidia-ml.so.1 not found'),
+    });
+    assert.equal(code, 1);
+    const err = c.err.join('');
+    assert.match(err, /^nereid convert: no GPU on this machine \(no NVIDIA driver: libnvidia-ml\.so\.1 not found\)/);
+    assert.doesNotMatch(err, /tensorrt setup|pip install|driver version is insufficient/);
+    assert.equal(c.out.join(''), '');
   });
 });

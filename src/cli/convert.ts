@@ -11,6 +11,7 @@ import { resolveEnvironment, type TensorRTEnvironment } from '../backends/tensor
 import { completeFromPlan } from '../backends/tensorrt/facts.js';
 import { backendOptions } from '../backends/tensorrt/options.js';
 import { probePlan } from '../backends/tensorrt/probe.js';
+import { noGpuReason } from './gpu-presence.js';
 
 /**
  * `nereid convert`: ONNX -> TensorRT plan, as the seed does it with the builder API or trtexec (explicit batch, one
@@ -300,7 +301,12 @@ export function runBuilder(
 export async function runConvert(
   argv: readonly string[],
   io: CommandIo = STDIO,
-  extra: { pythonPath?: readonly string[]; env?: Record<string, string> } = {},
+  extra: {
+    pythonPath?: readonly string[];
+    env?: Record<string, string>;
+    /** Why there is no GPU (undefined: there is one); tests stand in for NVML with it. */
+    noGpu?: () => Promise<string | undefined>;
+  } = {},
 ): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     io.out(CONVERT_HELP);
@@ -317,6 +323,14 @@ export async function runConvert(
   if (!existsSync(args.spec.onnx)) {
     io.err(`nereid convert: ONNX model '${args.spec.onnx}' does not exist\n`);
     return 2;
+  }
+  // TensorRT builds a plan on the GPU it is for: without one, nothing else is worth saying (or installing).
+  const noGpu = await (extra.noGpu ?? noGpuReason)();
+  if (noGpu !== undefined) {
+    io.err(
+      `nereid convert: no GPU on this machine (${noGpu}): TensorRT builds a plan on the GPU it will run on, so run nereid convert on a machine with an NVIDIA GPU and its driver ('nereid gpu check' says what this one has); nothing was installed or built\n`,
+    );
+    return 1;
   }
   const o = backendOptions(args.python ? { 'python-executable': args.python } : {});
   const env = resolveEnvironment(o, extra.pythonPath ?? [], extra.env ?? {});

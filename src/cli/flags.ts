@@ -120,7 +120,7 @@ export const FLAGS = {
   'metrics-interval-ms': { kind: 'int', help: 'Metrics refresh interval.', default: 2000 },
   'backend-config': {
     kind: 'list',
-    help: 'Backend settings <backend>,<key>=<value>[,<key>=<value>...], or <key>=<value> for every backend (repeatable).',
+    help: 'Backend settings <backend>,<key>=<value>[,<key>=<value>...], or <key>=<value> for every backend (repeatable); backends onnxruntime, tensorrt, pytorch, python (docs/<backend>-backend.md lists their keys).',
   },
   'strict-model-config': {
     kind: 'bool',
@@ -333,5 +333,5 @@ export function helpText(): string {
     const none = s.noEffect ? ` [accepted; no effect: ${s.noEffect}]` : '';
     return `  --${n}${value}\n      ${s.help}${def}${none}`;
   });
-  return `Usage: nereid serve --model-repository <dir> [options]\n\nServes ONNX models from a Triton model repository over Triton's KServe v2 HTTP protocol.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
+  return `Usage: nereid serve --model-repository <dir> [options]\n\nServes a Triton model repository over Triton's KServe v2 HTTP and gRPC protocols: ONNX models (onnxruntime),\nTensorRT plans (tensorrt), TorchScript (pytorch) and Python models (python). Backend settings: --backend-config.\n\nOptions:\n${lines.join('\n')}\n  --help\n      Show this help.\n`;
 }

@@ -178,8 +178,9 @@ async function runServe(argv: string[]): Promise<number> {
   // Handlers before the ready line: a supervisor that stops the server as soon as it reads it gets a drain, not
   // the default action of a signal with no listener yet (an exit with no code).
   const stop = stopOnSignal(running, logger, v['exit-timeout-secs']);
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  // `on`, not `once`: a repeated signal (npm and the entry's re-run forward one the terminal also sent) is ignored.
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
   announceReady(logging, running, Number(process.hrtime.bigint() - started) / 1e6, v.console);
   return -1;
 }
@@ -187,7 +188,7 @@ async function runServe(argv: string[]): Promise<number> {
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === '--version' || cmd === 'version') {
-    process.stdout.write(`nereid ${NEREID_VERSION}\n`);
+    process.stdout.write(`nereid ${NEREID_VERSION} (Node.js ${process.version})\n`);
     return 0;
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {

@@ -70,14 +70,30 @@ export function readyReport(
 export function announceReady(log: CliLogging, running: RunningNereid, ms: number, consoleOn: boolean): void {
   const rows = running.server.repositoryIndex();
   const endpoints = endpointsOf(running, consoleOn);
-  const msg = `nereid ${NEREID_VERSION} ready`;
+  // "ready" only when /v2/health/ready says so: under strict readiness a model that failed keeps the server unready.
+  const ready = running.server.isReady();
+  const msg = ready ? `nereid ${NEREID_VERSION} ready` : notReadyLine(rows);
+  const say = (fields: Record<string, unknown>): void =>
+    ready ? log.logger.info(fields, msg) : log.logger.warn(fields, msg);
   if (log.terminal === undefined) {
     const urls = Object.fromEntries(endpoints.map((e) => [e.name.toLowerCase(), e.url]));
-    log.logger.info({ ms: Math.round(ms), models: rows, endpoints: urls }, msg);
+    say({ ms: Math.round(ms), models: rows, endpoints: urls });
     return;
   }
   log.progress?.stop();
-  log.logger.info({ ms: Math.round(ms) }, msg);
+  say({ ms: Math.round(ms) });
   if (!log.logger.switches.info) return;
   log.terminal.print(readyReport(rows, endpoints, log.terminal.style, process.stderr.columns ?? 120));
+}
+
+/** The start-up line when the server serves but is not ready (strict readiness, the default, and a model not READY). */
+function notReadyLine(rows: readonly ModelIndexEntry[]): string {
+  // Models never loaded (explicit mode) do not count against readiness: name only those that failed or are loading.
+  const down = rows.filter((r) => r.state !== 'READY' && r.state !== '').map((r) => `'${r.name}'`);
+  const what =
+    down.length === 1 ? `model ${down[0]} is` : down.length === 0 ? 'models are' : `models ${down.join(', ')} are`;
+  return (
+    `nereid ${NEREID_VERSION} started but not ready: ${what} not READY (strict readiness; ` +
+    `--strict-readiness=false is ready without them)`
+  );
 }

@@ -49,11 +49,15 @@ afterEach(() => {
   }
 });
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string; all: string }> {
   let out = '';
   let err = '';
-  const code = await runTensorRTCommand(args, { out: (s) => (out += s), err: (s) => (err += s) });
-  return { code, out, err };
+  let all = '';
+  const code = await runTensorRTCommand(args, {
+    out: (s) => ((out += s), (all += s)),
+    err: (s) => ((err += s), (all += s)),
+  });
+  return { code, out, err, all };
 }
 
 describe('nereid tensorrt setup / check', () => {
@@ -131,6 +135,8 @@ describe('nereid tensorrt setup / check', () => {
     const r = await cli(['check']);
     assert.equal(r.code, 1);
     assert.match(r.err, /CUDA: cudaGetDeviceCount failed: cudaErrorNoDevice/);
+    // The missing GPU is said first: before what TensorRT can do, which matters only where there is one.
+    assert.ok(r.all.indexOf('CUDA:') < r.all.indexOf('TensorRT '), r.all);
   });
 
   it('BAD USAGE - unknown sub-commands and options', async () => {

@@ -151,10 +151,16 @@ export async function checkTensorRT(python: string, rec: SetupRecord | undefined
 }
 
 function report(r: CheckResult, io: CommandIo): boolean {
+  const gpus = (): void => {
+    if (r.gpus) io.out(`GPUs: ${r.gpus.length === 0 ? 'none' : r.gpus.map((g, i) => `${i}: ${g}`).join('; ')}\n`);
+    if (r.cuda_error) io.err(`CUDA: ${r.cuda_error}\n`);
+  };
+  // Without a usable GPU nothing else can work here: say that first, before any advice about installing TensorRT.
+  const noGpu = r.cuda_error !== undefined || r.gpus?.length === 0;
+  if (noGpu) gpus();
   if (r.tensorrt) io.out(`TensorRT ${r.tensorrt} (${r.flavor} runtime) imports\n`);
   else io.err(`TensorRT does not import: ${r.import_error ?? 'unknown reason'}\n`);
-  if (r.gpus) io.out(`GPUs: ${r.gpus.length === 0 ? 'none' : r.gpus.map((g, i) => `${i}: ${g}`).join('; ')}\n`);
-  if (r.cuda_error) io.err(`CUDA: ${r.cuda_error}\n`);
+  if (!noGpu) gpus();
   if (r.runtime_error) io.err(`TensorRT runtime: ${r.runtime_error}\n`);
   else if (r.tensorrt && r.gpus?.length) io.out('TensorRT runtime created on GPU 0\n');
   if (r.builder)

@@ -1,7 +1,7 @@
 import type { Backend } from '../backends/contract.js';
 import type { BackendRegistry } from '../backends/registry.js';
 import { maxBatchOf, type ModelConfig, type ModelInstanceGroup } from '../config/model-config.js';
-import { InvalidArgError } from '../core/errors.js';
+import { InvalidArgError, UnavailableError } from '../core/errors.js';
 
 /** Triton's platform name for ensembles. */
 export const ENSEMBLE_PLATFORM = 'ensemble';
@@ -67,6 +67,13 @@ export function normalizeConfig(
     );
   }
   if (!config.platform && platform) config.platform = platform;
+  if (!backend.kinds.includes('KIND_CPU') && registry.gpus.length === 0) {
+    // Said first, before any instance kind (KIND_AUTO would become a KIND_CPU the user never wrote) and before the
+    // backend probes its model file or offers to install its runtime: nothing else can make such a model load here.
+    throw new UnavailableError(
+      `model '${modelName}': no GPU on this machine (no NVIDIA driver or CUDA device found; 'nereid gpu check' says what the server sees), and the '${backend.name}' backend runs on GPUs only`,
+    );
+  }
   config.version_policy ??= { latest: { num_versions: 1 } };
   if (maxBatchOf(config) < 0) {
     throw new InvalidArgError(`model '${modelName}': max_batch_size must be >= 0, got ${config.max_batch_size}`);

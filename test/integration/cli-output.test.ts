@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { EXAMPLES } from '../helpers/server.js';
 import { startServerProcess } from '../hardening/server-process.js';
 
@@ -72,6 +75,32 @@ describe('nereid serve output', () => {
     assert.match(out, /^\| text_encoder \| 1 +\| READY +\| +\|$/m);
     assert.match(out, /^ {2}HTTP +http:\/\/127\.0\.0\.1:\d+$/m);
     assert.ok(!/Console/.test(out), '--console=false leaves the console out of the endpoints');
+  });
+
+  describe('with a model that fails to load (--exit-on-error=false)', () => {
+    // A second repository holding one model whose config does not parse: the examples load, it fails.
+    const broken = mkdtempSync(join(tmpdir(), 'nereid-unready-'));
+    mkdirSync(join(broken, 'bad', '1'), { recursive: true });
+    writeFileSync(join(broken, 'bad', 'config.pbtxt'), 'max_batch_size: "eight"\n');
+    after(() => rmSync(broken, { recursive: true, force: true }));
+    const args = ['--model-repository', broken, '--exit-on-error=false'];
+    const startLine = /"msg":"nereid [^"]+(ready|not READY[^"]*)"/;
+
+    it('BAD CALL - does not say "ready" while readiness is false, and names the model keeping it unready', async () => {
+      const out = await serveUntilReady(args, startLine);
+      const line = startLine.exec(out)?.[0] ?? '';
+      assert.doesNotMatch(line, / ready"$/, line);
+      assert.match(
+        line,
+        /started but not ready: model 'bad' is not READY \(strict readiness; --strict-readiness=false/,
+      );
+      assert.match(out.split('\n').find((l) => l.includes('not ready:')) ?? '', /"level":40/);
+    });
+
+    it('says "ready" with --strict-readiness=false, where the server is ready without it', async () => {
+      const out = await serveUntilReady([...args, '--strict-readiness=false'], startLine);
+      assert.match(startLine.exec(out)?.[0] ?? '', /"msg":"nereid [^"]+ ready"$/);
+    });
   });
 
   it('BAD CALL - an unknown --log-format exits 2 naming the choices', async () => {

@@ -37,6 +37,9 @@ describe('nereid CLI', () => {
     ]) {
       assert.ok(r.stdout.includes(f), f);
     }
+    // The first lines say what it serves: all four backends, not "ONNX models".
+    const head = r.stdout.split('\nOptions:')[0];
+    for (const b of ['onnxruntime', 'tensorrt', 'pytorch', 'python']) assert.match(head, new RegExp(`\\(${b}\\)`), b);
   });
 
   it('BAD CALL - an unknown flag exits 2 with a suggestion', async () => {

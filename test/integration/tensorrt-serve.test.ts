@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DOUBLE, planBytes, removeModel, seedPlan, writeModel, type FakePlan } from '../helpers/tensorrt.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
+import { callUnary, inferenceClient } from '../helpers/grpc.js';
 
 // The seed's repository layout (`model_2/1/model.plan`, no config.pbtxt) served by the real server over HTTP, with
 // the TEST DOUBLE of TensorRT in the engine process (this machine has no GPU: the server is told GPU 0 exists).
@@ -113,6 +114,52 @@ describe('TensorRT plans in load requests', () => {
     } finally {
       await s.close();
       removeModel(a.root);
+    }
+  });
+});
+
+describe('TensorRT on a machine without a GPU: a model.plan with no config', () => {
+  let server: TestServer;
+  let root = '';
+  const saved = process.env.PYTHONPATH;
+  before(async () => {
+    // The double would answer a probe as if a GPU were there: the server must not get that far.
+    process.env.PYTHONPATH = DOUBLE;
+    root = writeModel('model_2', seedPlan()).root;
+    server = await startNereid({ repositories: [root], gpus: [], exitOnError: false });
+  });
+  after(async () => {
+    await server?.close();
+    removeModel(root);
+    if (saved === undefined) delete process.env.PYTHONPATH;
+    else process.env.PYTHONPATH = saved;
+  });
+
+  const noGpu = /^model 'model_2': no GPU on this machine .*the 'tensorrt' backend runs on GPUs only$/;
+
+  it('BAD CONFIG - says "no GPU" first over HTTP, not KIND_CPU or KIND_GPU (which the user never wrote)', async () => {
+    const res = await fetch(`${server.url}/v2/repository/index`, { method: 'POST', body: '{}' });
+    const rows = (await res.json()) as { name: string; state: string; reason: string }[];
+    const row = rows.find((r) => r.name === 'model_2');
+    assert.equal(row?.state, 'UNAVAILABLE');
+    assert.match(row?.reason ?? '', noGpu);
+    assert.doesNotMatch(row?.reason ?? '', /KIND_/);
+    assert.notEqual((await fetch(`${server.url}/v2/models/model_2/ready`)).status, 200);
+  });
+
+  it('BAD CONFIG - and the same over gRPC', async () => {
+    const client = inferenceClient(`127.0.0.1:${String(server.grpcPort)}`);
+    try {
+      const r = await callUnary<{ models: { name: string; state: string; reason: string }[] }>(
+        client,
+        'RepositoryIndex',
+        {},
+      );
+      const row = r.models.find((m) => m.name === 'model_2');
+      assert.equal(row?.state, 'UNAVAILABLE');
+      assert.match(row?.reason ?? '', noGpu);
+    } finally {
+      client.close();
     }
   });
 });
