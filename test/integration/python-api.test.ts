@@ -62,3 +62,131 @@ describe('python backend API parity (pb_utils)', () => {
     }
   });
 });
+
+describe('python custom metrics (pb_utils.MetricFamily) on /metrics', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startNereid({
+      repositories: [FIXTURES],
+      modelControlMode: 'explicit',
+      loadModels: ['custom_metrics'],
+      exitOnError: false,
+    });
+  });
+  after(() => s?.close());
+
+  const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${s.metricsPort}/metrics`)).text();
+  const body = (mode: string, value: number) => ({
+    inputs: [
+      { name: 'MODE', datatype: 'BYTES', shape: [1], data: [mode] },
+      { name: 'VALUE', datatype: 'FP64', shape: [1], data: [value] },
+    ],
+  });
+  const misuse = async (mode: string): Promise<string> => {
+    const { status, body: b } = await httpInfer(s.url, 'custom_metrics', body(mode, 0));
+    assert.equal(status, 200, b.error);
+    return String(b.outputs?.find((o) => o.name === 'MSG')?.data[0]);
+  };
+
+  it('exports counter, gauge and histogram with the names and labels the model gave (HTTP and gRPC)', async () => {
+    for (const v of [2, 7]) {
+      const { status, body: b } = await httpInfer(s.url, 'custom_metrics', body('', v));
+      assert.equal(status, 200, b.error);
+    }
+    const client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
+    try {
+      const res = await callUnary<{ raw_output_contents: Buffer[]; outputs: { name: string }[] }>(
+        client,
+        'ModelInfer',
+        {
+          model_name: 'custom_metrics',
+          inputs: [
+            { name: 'MODE', datatype: 'BYTES', shape: [1], contents: { bytes_contents: [Buffer.from('')] } },
+            { name: 'VALUE', datatype: 'FP64', shape: [1], contents: { fp64_contents: [20] } },
+          ],
+        },
+      );
+      const count = res.raw_output_contents[res.outputs.findIndex((o) => o.name === 'COUNT')];
+      assert.equal(count.readDoubleLE(0), 3, 'Metric.value() reads the counter back');
+    } finally {
+      client.close();
+    }
+    const text = await scrape();
+    const labels = 'model="custom_metrics",version="1"';
+    assert.match(text, /# TYPE nereid_test_requests_total counter/);
+    assert.match(text, /# HELP nereid_test_requests_total requests seen by the model/);
+    assert.ok(text.includes(`nereid_test_requests_total{${labels}} 3\n`), text);
+    assert.ok(text.includes(`nereid_test_last_value{${labels}} 20\n`), text);
+    assert.match(text, /# TYPE nereid_test_value_size histogram/);
+    for (const line of [
+      `nereid_test_value_size_bucket{${labels},le="1"} 0`,
+      `nereid_test_value_size_bucket{${labels},le="5"} 1`,
+      `nereid_test_value_size_bucket{${labels},le="10"} 2`,
+      `nereid_test_value_size_bucket{${labels},le="+Inf"} 3`,
+      `nereid_test_value_size_sum{${labels}} 29`,
+      `nereid_test_value_size_count{${labels}} 3`,
+    ]) {
+      assert.ok(text.includes(`${line}\n`), `${line} in\n${text}`);
+    }
+  });
+
+  it('a family created again with the same kind and labels shares the series', async () => {
+    const before = (await httpInfer(s.url, 'custom_metrics', body('', 1))).body.outputs?.[0].data[0];
+    assert.equal(await misuse('shared'), `shared ${Number(before).toFixed(1)}`);
+  });
+
+  it("BAD CALL - misuses raise in the model with Triton's errors", async () => {
+    const cases: [string, RegExp][] = [
+      [
+        'kind_clash',
+        /^TritonModelException: Error when creating MetricFamily: Family name already exists with different type$/,
+      ],
+      [
+        'after_family_deleted',
+        /^TritonModelException: Failed to set metric value: Invalid metric operation as the corresponding 'MetricFamily' has been deleted/,
+      ],
+      ['bad_label_name', /^TritonModelException: Error when creating Metric: Invalid label name '1bad'$/],
+      [
+        'label_value_not_str',
+        /^TritonModelException: Error when creating Metric: Parameter \[n\] must have a type of TRITONSERVER_PARAMETER_STRING/,
+      ],
+      ['labels_not_dict', /^TritonModelException: Failed to create metric. Labels must be a dictionary.$/],
+      [
+        'counter_decrement',
+        /^TritonModelException: Failed to increment metric value: TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values.$/,
+      ],
+      [
+        'counter_set',
+        /^TritonModelException: Failed to set metric value: TRITONSERVER_METRIC_KIND_COUNTER does not support Set$/,
+      ],
+      [
+        'gauge_observe',
+        /^TritonModelException: Failed to observe metric value: TRITONSERVER_METRIC_KIND_GAUGE does not support Observe$/,
+      ],
+      [
+        'histogram_value',
+        /^TritonModelException: Failed to get metric value: TRITONSERVER_METRIC_KIND_HISTOGRAM does not support Value$/,
+      ],
+      ['histogram_no_buckets', /^TritonModelException: Failed to create metric. Missing required buckets.$/],
+      [
+        'histogram_unsorted',
+        /^TritonModelException: Error when creating Metric: Bucket Boundaries must be strictly sorted$/,
+      ],
+      ['counter_buckets', /^TritonModelException: Failed to create metric. Unexpected buckets found.$/],
+      ['bad_kind', /^TypeError: MetricFamily kind must be pb_utils.MetricFamily.COUNTER, GAUGE or HISTOGRAM, got 7$/],
+    ];
+    for (const [mode, want] of cases) assert.match(await misuse(mode), want, mode);
+    // None of the refused calls left a family or series behind.
+    const text = await scrape();
+    assert.doesNotMatch(text, /nereid_test_doomed|nereid_test_bad_kind|1bad|le="2"/);
+    assert.equal((text.match(/^nereid_test_requests_total\{/gm) ?? []).length, 1, text);
+  });
+
+  it("removes the model's metrics when it unloads", async () => {
+    assert.match(await scrape(), /nereid_test_requests_total\{/);
+    const res = await fetch(`${s.url}/v2/repository/models/custom_metrics/unload`, { method: 'POST', body: '{}' });
+    assert.equal(res.status, 200);
+    const text = await scrape();
+    assert.doesNotMatch(text, /nereid_test_/);
+  });
+});
