@@ -15,7 +15,7 @@ import traceback
 
 import numpy as np
 
-from . import datatypes
+from . import bls_args, datatypes
 from .runtime import STATE, channel
 from .shm import decode_bytes_elements, encode_bytes_elements
 from .tensor import Tensor, read_block, read_tensors, write_tensors
@@ -202,12 +202,12 @@ class InferenceRequest:
         trace=None,
         parameters=None,
     ) -> None:
-        self._model_name = model_name
+        self._model_name = bls_args.as_name(model_name, "model_name")
         self._inputs = list(inputs or [])
         for t in self._inputs:
             if not isinstance(t, Tensor):
                 raise TritonModelException(f"InferenceRequest inputs must be Tensor objects, got {type(t).__name__}")
-        self._outputs = list(requested_output_names or [])
+        self._outputs = bls_args.as_names(requested_output_names, "requested_output_names")
         self._id = request_id
         if not isinstance(correlation_id, (int, str)) or (isinstance(correlation_id, int) and correlation_id < 0):
             raise TritonModelException("correlation_id must be an unsigned integer or a string")
@@ -235,6 +235,7 @@ class InferenceRequest:
         r._flag = flag
         r._sender = None
         r._sender_args = sender_args
+        bls_args.take_depth(r, params)
         return r
 
     def inputs(self) -> list[Tensor]:
@@ -329,6 +330,7 @@ class _Call:
             "timeout": req._timeout,
             "p": req._params,
             "decoupled": decoupled,
+            "depth": bls_args.call_depth(),
         }
         if isinstance(corr, str):
             msg["cs"] = corr

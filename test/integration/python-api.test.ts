@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startNereid, type TestServer } from '../helpers/server.js';
 import { FIXTURES } from '../helpers/python-models.js';
+import type * as grpc from '@grpc/grpc-js';
 import { callUnary, inferenceClient } from '../helpers/grpc.js';
 
 /**
@@ -21,6 +22,10 @@ export async function httpInfer(
 ): Promise<{ status: number; body: InferBody }> {
   const res = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify(body) });
   return { status: res.status, body: (await res.json()) as InferBody };
+}
+
+interface StreamReply {
+  error_message: string;
 }
 
 const int32In = { inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [1] }] };
@@ -188,5 +193,102 @@ describe('python custom metrics (pb_utils.MetricFamily) on /metrics', () => {
     assert.equal(res.status, 200);
     const text = await scrape();
     assert.doesNotMatch(text, /nereid_test_/);
+  });
+});
+
+describe('python BLS (InferenceRequest.exec / async_exec)', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startNereid({ repositories: [FIXTURES], exitOnError: false });
+  });
+  after(() => s?.close());
+
+  const probe = async (mode: string, target: string): Promise<{ code: unknown; msg: unknown }> => {
+    const { status, body } = await httpInfer(s.url, 'bls_probe', {
+      inputs: [
+        { name: 'MODE', datatype: 'BYTES', shape: [1], data: [mode] },
+        { name: 'TARGET', datatype: 'BYTES', shape: [1], data: [target] },
+      ],
+    });
+    assert.equal(status, 200, body.error);
+    const get = (n: string) => body.outputs?.find((o) => o.name === n)?.data[0];
+    return { code: get('CODE'), msg: get('MSG') };
+  };
+
+  // pb_utils.TritonError codes (TRITONSERVER_Error_Code order).
+  const NOT_FOUND = 2;
+  const INVALID_ARG = 3;
+  const UNAVAILABLE = 4;
+  const ALREADY_EXISTS = 6;
+
+  it("REGRESSION model_name and requested output names given as bytes; the called model's error arrives with its code", async () => {
+    assert.deepEqual(await probe('coded', 'coded_error'), { code: UNAVAILABLE, msg: 'refused with code 4' });
+    assert.deepEqual(await probe('coded_async', 'coded_error'), { code: ALREADY_EXISTS, msg: 'refused with code 6' });
+  });
+
+  it('BAD CALL - errors of the call itself arrive as TritonError with their code', async () => {
+    const unknown = await probe('coded', 'no_such_model');
+    assert.equal(unknown.code, NOT_FOUND, String(unknown.msg));
+    const bad = await probe('bad_input', 'coded_error');
+    assert.equal(bad.code, INVALID_ARG, String(bad.msg));
+    assert.match(String(bad.msg), /WRONG/);
+    assert.match(String((await probe('bad_name_type', '')).msg), /^TypeError: .*model_name/);
+  });
+
+  it('the called model sees the parameters the call gave, not the depth the server adds', async () => {
+    const { code, msg } = await probe('params', 'echo_meta');
+    assert.equal(code, -1, String(msg));
+    assert.deepEqual((JSON.parse(String(msg)) as { params: unknown }).params, { k: 'v' });
+  });
+
+  it("await async_exec(decoupled=True) gives an iterator of the decoupled model's responses", async () => {
+    assert.deepEqual(await probe('square_async', 'square'), { code: -1, msg: 'responses [3, 3, 3]' });
+  });
+});
+
+describe('python BLS recursion without end', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startNereid({ repositories: [FIXTURES], modelControlMode: 'explicit', loadModels: ['bls_recurse'] });
+  });
+  after(() => s?.close());
+
+  const DEPTH_ERROR = /BLS call to model 'bls_recurse' refused: BLS calls nested 33 deep, past the limit of 32/;
+
+  it('FAULT - is ended by the BLS depth limit with a clear error (HTTP, then gRPC), and the model serves on', async () => {
+    // HTTP: the first response is the error, so generate_stream answers it as the request's status.
+    const res = await fetch(`${s.url}/v2/models/bls_recurse/generate_stream`, {
+      method: 'POST',
+      body: JSON.stringify({ IN: [1] }),
+    });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { error: string }).error, DEPTH_ERROR);
+    const client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
+    try {
+      const call = (
+        client as unknown as { ModelStreamInfer(): grpc.ClientDuplexStream<object, StreamReply> }
+      ).ModelStreamInfer();
+      const replies: StreamReply[] = [];
+      const done = new Promise<void>((resolve, reject) => {
+        call.on('data', (r: StreamReply) => replies.push(r));
+        call.on('error', reject);
+        call.on('end', () => resolve());
+      });
+      call.write({
+        model_name: 'bls_recurse',
+        inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], contents: { int_contents: [1] } }],
+      });
+      call.end();
+      await done;
+      assert.equal(replies.length, 1);
+      assert.match(replies[0].error_message, DEPTH_ERROR);
+    } finally {
+      client.close();
+    }
+    const stats = (await (await fetch(`${s.url}/v2/models/bls_recurse/stats`)).json()) as {
+      model_stats: { execution_count: number; inference_stats: { success: { count: number } } }[];
+    };
+    // Per round: the client's request and 32 nested calls ran; the 33rd call was refused before reaching the model.
+    assert.equal(stats.model_stats[0].execution_count, 2 * 33, JSON.stringify(stats));
   });
 });

@@ -1,5 +1,5 @@
 import type { InferRequest, InferResponse, Parameters } from '../../core/inference.js';
-import { CancelledError, NereidError, UnavailableError } from '../../core/errors.js';
+import { CancelledError, InvalidArgError, NereidError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ChildProcessHost } from '../runtime/process/child.js';
 import type { FromChild } from '../runtime/process/protocol.js';
@@ -23,6 +23,15 @@ export interface ModelCaller {
 }
 
 type BlsMessage = Extract<FromChild, { op: 'bls' }>;
+
+/**
+ * How deeply BLS calls may nest. A model that calls itself, or models that call each other, without end would
+ * otherwise hold a request (and, for a decoupled model, a thread) per level until something runs out.
+ */
+export const MAX_BLS_DEPTH = 32;
+
+/** The request parameter that tells the called python model how deep it runs (python/nereid_python/bls_args.py). */
+export const BLS_DEPTH_PARAM = '_nereid_bls_depth';
 
 /** Serves one child's BLS calls; calls in flight are aborted when the child exits. */
 export function blsService(
@@ -82,6 +91,7 @@ async function run(
       outputs: Array.isArray(msg.o) && msg.o.length > 0 ? msg.o.map((name) => ({ name: String(name) })) : undefined,
       parameters: blsParameters(msg),
     };
+    request.parameters = { ...request.parameters, [BLS_DEPTH_PARAM]: checkedDepth(msg, request.model) };
   } catch (e) {
     fail(e);
     return;
@@ -122,6 +132,18 @@ async function run(
   } catch (e) {
     fail(timeout?.aborted && !signal.aborted ? new UnavailableError('Request timeout expired') : e);
   }
+}
+
+/** The call's depth, refused past MAX_BLS_DEPTH; it rides on the request so the called model counts on from it. */
+function checkedDepth(msg: BlsMessage, model: string): number {
+  const depth = Number(msg.depth) || 1;
+  if (depth > MAX_BLS_DEPTH) {
+    throw new InvalidArgError(
+      `BLS call to model '${model}' refused: BLS calls nested ${depth} deep, past the limit of ${MAX_BLS_DEPTH} ` +
+        '(a model calling itself, or models calling each other, without end?)',
+    );
+  }
+  return depth;
 }
 
 function blsParameters(msg: BlsMessage): Parameters | undefined {

@@ -147,4 +147,6 @@ type FromChildBody =
       timeout: number;
       p: Record<string, string | number | boolean>;
       decoupled: boolean;
+      /** How deeply nested this call is (1: made while serving a client's request); see python/nereid_python/bls_args.py. */
+      depth?: number;
     };
