@@ -292,8 +292,9 @@ class InferenceRequest:
     async def async_exec(self, decoupled: bool = False):
         """Like ``exec`` without blocking the event loop (``async def execute``)."""
         call = _Call.start(self, decoupled)
-        await call.wait_async()
-        return iter(call.responses) if decoupled else call.responses[-1]
+        # Decoupled: the iterator comes with the first response (or the end), the rest arrive as it is read.
+        await call.wait_async(first=decoupled)
+        return _ResponseIterator(call) if decoupled else call.responses[-1]
 
 
 class _Call:
@@ -305,6 +306,7 @@ class _Call:
         self.taken = 0
         self.final = False
         self.notify = None
+        self.cid = 0
 
     @classmethod
     def start(cls, req: InferenceRequest, decoupled: bool) -> "_Call":
@@ -316,6 +318,7 @@ class _Call:
         with ch.cv:
             cid = next(STATE.call_ids)
             STATE.calls[cid] = call
+        call.cid = cid
         corr = req._corr
         msg = {
             "op": "bls",
@@ -356,24 +359,30 @@ class _Call:
         if self.notify is not None:
             self.notify()
 
-    async def wait_async(self) -> None:
+    async def wait_async(self, first: bool = False) -> None:
+        """Until the final response; with ``first``, until the first response or the final one."""
         loop = asyncio.get_running_loop()
         ch = channel()
         done = loop.create_future()
 
+        def ready() -> bool:
+            return self.final or (first and len(self.responses) > 0)
+
         def wake() -> None:
-            if self.final:
+            if ready():
                 loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
 
         with ch.cv:
             self.notify = wake
-            if self.final:
+            if ready():
                 return
         # Whoever reads the socket delivers the answer; when nobody does, this loop reads it as soon as it arrives.
         watching = _watch_channel(loop, ch)
         try:
             await done
         finally:
+            with ch.cv:
+                self.notify = None
             if watching:
                 _unwatch_channel(loop, ch)
 
@@ -419,6 +428,13 @@ class _ResponseIterator:
             call.taken += 1
             return call.responses[call.taken - 1]
         raise StopIteration
+
+    def cancel(self) -> None:
+        """Asks the server to cancel the call (Triton's ``ResponseIterator.cancel()``); the responses that already
+        arrived are still read, then a CANCELLED error ends the iteration."""
+        call = self._call
+        if not call.final:
+            channel().send({"op": "bls_cancel", "call": call.cid})
 
 
 # -- logging ---------------------------------------------------------------------------------------------------

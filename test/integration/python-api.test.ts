@@ -220,6 +220,7 @@ describe('python BLS (InferenceRequest.exec / async_exec)', () => {
   const INVALID_ARG = 3;
   const UNAVAILABLE = 4;
   const ALREADY_EXISTS = 6;
+  const CANCELLED = 7;
 
   it("REGRESSION model_name and requested output names given as bytes; the called model's error arrives with its code", async () => {
     assert.deepEqual(await probe('coded', 'coded_error'), { code: UNAVAILABLE, msg: 'refused with code 4' });
@@ -233,6 +234,14 @@ describe('python BLS (InferenceRequest.exec / async_exec)', () => {
     assert.equal(bad.code, INVALID_ARG, String(bad.msg));
     assert.match(String(bad.msg), /WRONG/);
     assert.match(String((await probe('bad_name_type', '')).msg), /^TypeError: .*model_name/);
+  });
+
+  it("the response iterator's cancel() cancels a decoupled call: the stream ends CANCELLED", async () => {
+    const { code, msg } = await probe('cancel_stream', 'stream_until_cancelled');
+    assert.equal(code, CANCELLED, String(msg));
+    // Responses already on their way when the cancel landed are still read; not the 2000 the model would send.
+    const got = Number(/^got (\d+)$/.exec(String(msg))?.[1]);
+    assert.ok(got >= 2 && got < 1000, String(msg));
   });
 
   it('the called model sees the parameters the call gave, not the depth the server adds', async () => {

@@ -33,30 +33,37 @@ export const MAX_BLS_DEPTH = 32;
 /** The request parameter that tells the called python model how deep it runs (python/nereid_python/bls_args.py). */
 export const BLS_DEPTH_PARAM = '_nereid_bls_depth';
 
-/** Serves one child's BLS calls; calls in flight are aborted when the child exits. */
+/**
+ * Serves one child's BLS calls; calls in flight are aborted when the child exits, or one by one when the model
+ * cancels its response iterator (`bls_cancel`, Triton's `ResponseIterator.cancel()`).
+ */
 export function blsService(
   getCaller: () => ModelCaller | undefined,
   logger: Logger,
 ): (msg: FromChild, host: ChildProcessHost) => void {
-  const inflight = new Map<ChildProcessHost, Set<AbortController>>();
+  const inflight = new Map<ChildProcessHost, Map<number, AbortController>>();
   return (msg, host) => {
+    if (msg.op === 'bls_cancel') {
+      inflight.get(host)?.get(msg.call)?.abort(new CancelledError('BLS request cancelled by the calling model'));
+      return;
+    }
     if (msg.op !== 'bls') {
       logger.warn({ childPid: host.pid, op: msg.op }, `${host.label} sent an unexpected '${msg.op}' message`);
       return;
     }
-    let set = inflight.get(host);
-    if (set === undefined) {
-      const created = new Set<AbortController>();
-      set = created;
+    let calls = inflight.get(host);
+    if (calls === undefined) {
+      const created = new Map<number, AbortController>();
+      calls = created;
       inflight.set(host, created);
       void host.exited.then(() => {
-        for (const c of created) c.abort(new CancelledError(`${host.label} exited`));
+        for (const c of created.values()) c.abort(new CancelledError(`${host.label} exited`));
         inflight.delete(host);
       });
     }
     const ctl = new AbortController();
-    set.add(ctl);
-    void run(msg, host, getCaller(), ctl.signal).finally(() => set!.delete(ctl));
+    calls.set(msg.call, ctl);
+    void run(msg, host, getCaller(), ctl.signal).finally(() => calls.delete(msg.call));
   };
 }
 

@@ -132,6 +132,8 @@ type FromChildBody =
       buckets?: number[];
       v?: number;
     }
+  /** The model cancelled a BLS call it no longer wants the responses of (Triton's `ResponseIterator.cancel()`). */
+  | { op: 'bls_cancel'; call: number }
   | {
       op: 'bls';
       call: number;
