@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { startNereid, type TestServer } from '../helpers/server.js';
 import { FIXTURES } from '../helpers/python-models.js';
 import type * as grpc from '@grpc/grpc-js';
@@ -23,6 +24,9 @@ export async function httpInfer(
   const res = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify(body) });
   return { status: res.status, body: (await res.json()) as InferBody };
 }
+
+/** Models whose auto_complete_config misuses the API (kept apart: they fail to load). */
+const AUTOCOMPLETE_FAULTS = fileURLToPath(new URL('../fixtures/python-autocomplete/', import.meta.url));
 
 interface StreamReply {
   error_message: string;
@@ -234,6 +238,7 @@ describe('python BLS (InferenceRequest.exec / async_exec)', () => {
     assert.equal(bad.code, INVALID_ARG, String(bad.msg));
     assert.match(String(bad.msg), /WRONG/);
     assert.match(String((await probe('bad_name_type', '')).msg), /^TypeError: .*model_name/);
+    assert.deepEqual(await probe('timeout', 'slow_add_sub'), { code: UNAVAILABLE, msg: 'Request timeout expired' });
   });
 
   it("the response iterator's cancel() cancels a decoupled call: the stream ends CANCELLED", async () => {
@@ -299,5 +304,27 @@ describe('python BLS recursion without end', () => {
     };
     // Per round: the client's request and 32 nested calls ran; the 33rd call was refused before reaching the model.
     assert.equal(stats.model_stats[0].execution_count, 2 * 33, JSON.stringify(stats));
+  });
+});
+
+describe('python custom metrics in auto_complete_config', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startNereid({ repositories: [AUTOCOMPLETE_FAULTS], exitOnError: false });
+  });
+  after(() => s?.close());
+
+  it('BAD MODEL - fail the load with the reason instead of waiting for an answer that never comes', async () => {
+    const index = (await (await fetch(`${s.url}/v2/repository/index`, { method: 'POST', body: '{}' })).json()) as {
+      name: string;
+      state: string;
+      reason: string;
+    }[];
+    const entry = index.find((m) => m.name === 'metrics_in_autocomplete');
+    assert.equal(entry?.state, 'UNAVAILABLE');
+    assert.match(
+      entry?.reason ?? '',
+      /Error when creating MetricFamily: custom metrics are not available in auto_complete_config/,
+    );
   });
 });

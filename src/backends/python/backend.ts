@@ -76,6 +76,7 @@ export function pythonBackend(opts: { caller?: ModelCaller; customMetrics?: Cust
         { ...stub(interp, o), shmPrefix: segmentPrefix('nereid_python_'), logger: ctx.logger },
         ctx.signal,
       );
+      host.services = refuseInAutoComplete;
       try {
         const reply = await host.request(
           { op: 'autocomplete', model_path: ctx.modelPath, config: modelConfigToJson(config) },
@@ -144,6 +145,17 @@ export function pythonBackend(opts: { caller?: ModelCaller; customMetrics?: Cust
       caller = c;
     },
   };
+}
+
+/**
+ * The auto-complete stub serves no model yet: a BLS call or custom metric made from `auto_complete_config` is
+ * answered with an error at once instead of waiting for an answer that never comes.
+ */
+function refuseInAutoComplete(msg: FromChild, host: ChildProcessHost): void {
+  const what = msg.op === 'bls' ? 'BLS calls are' : 'custom metrics are';
+  const e = { c: 'UNSUPPORTED' as const, m: `${what} not available in auto_complete_config` };
+  if (msg.op === 'bls') host.send({ op: 'bls_resp', call: msg.call, fin: true, e });
+  else if (msg.op === 'metric' && msg.call !== undefined) host.send({ op: 'metric_resp', call: msg.call, e });
 }
 
 /** Routes a stub's service messages: custom metrics to their store, the rest (BLS) to `bls`. */
