@@ -25,8 +25,14 @@ export async function httpInfer(
   return { status: res.status, body: (await res.json()) as InferBody };
 }
 
+/** This suite's models (apart from test/fixtures/python, which other suites load whole). */
+const API_MODELS = fileURLToPath(new URL('../fixtures/python-api/', import.meta.url));
 /** Models whose auto_complete_config misuses the API (kept apart: they fail to load). */
-const AUTOCOMPLETE_FAULTS = fileURLToPath(new URL('../fixtures/python-autocomplete/', import.meta.url));
+const AUTOCOMPLETE_FAULTS = fileURLToPath(new URL('../fixtures/python-api-autocomplete/', import.meta.url));
+
+/** A server in explicit mode with just these models of test/fixtures/python-api and test/fixtures/python. */
+const serveModels = (...loadModels: string[]): Promise<TestServer> =>
+  startNereid({ repositories: [API_MODELS, FIXTURES], modelControlMode: 'explicit', loadModels });
 
 interface StreamReply {
   error_message: string;
@@ -37,7 +43,7 @@ const int32In = { inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [1
 describe('python backend API parity (pb_utils)', () => {
   let s: TestServer;
   before(async () => {
-    s = await startNereid({ repositories: [FIXTURES], exitOnError: false });
+    s = await serveModels('policy_probe', 'policy_probe_decoupled');
   });
   after(() => s?.close());
 
@@ -75,12 +81,7 @@ describe('python backend API parity (pb_utils)', () => {
 describe('python custom metrics (pb_utils.MetricFamily) on /metrics', () => {
   let s: TestServer;
   before(async () => {
-    s = await startNereid({
-      repositories: [FIXTURES],
-      modelControlMode: 'explicit',
-      loadModels: ['custom_metrics'],
-      exitOnError: false,
-    });
+    s = await serveModels('custom_metrics');
   });
   after(() => s?.close());
 
@@ -203,7 +204,7 @@ describe('python custom metrics (pb_utils.MetricFamily) on /metrics', () => {
 describe('python BLS (InferenceRequest.exec / async_exec)', () => {
   let s: TestServer;
   before(async () => {
-    s = await startNereid({ repositories: [FIXTURES], exitOnError: false });
+    s = await serveModels('bls_probe', 'coded_error', 'square', 'echo_meta', 'slow_add_sub', 'stream_until_cancelled');
   });
   after(() => s?.close());
 
@@ -263,7 +264,7 @@ describe('python BLS (InferenceRequest.exec / async_exec)', () => {
 describe('python BLS recursion without end', () => {
   let s: TestServer;
   before(async () => {
-    s = await startNereid({ repositories: [FIXTURES], modelControlMode: 'explicit', loadModels: ['bls_recurse'] });
+    s = await serveModels('bls_recurse');
   });
   after(() => s?.close());
 
