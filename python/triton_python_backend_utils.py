@@ -35,3 +35,9 @@ from nereid_python.api import (  # noqa: F401
     unload_model,
 )
 from nereid_python.tensor import Tensor  # noqa: F401
+
+# -- config helpers (model_config_utils) -------------------------------------------------------------------------
+from nereid_python.model_config_utils import using_decoupled_model_transaction_policy  # noqa: F401, E402
+
+# -- custom metrics (metrics.py); these names replace api.py's placeholders ------------------------------------
+from nereid_python.metrics import Metric, MetricFamily, MetricKind  # noqa: F401, F811, E402

@@ -1,4 +1,5 @@
 import { defaultBackends } from './backends/index.js';
+import { CustomMetrics } from './core/custom-metrics.js';
 import { startFrontEnds, type RunningFrontEnds } from './frontend/pool.js';
 import {
   consoleRoutes,
@@ -53,7 +54,9 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const o = await resolveServeOptions(opts);
   await checkPortsFree(o);
   const { logger, threads } = o;
-  const backends = defaultBackends();
+  // Metrics models define at run time (python pb_utils.MetricFamily): written by the backends, exported on /metrics.
+  const customMetrics = new CustomMetrics();
+  const backends = defaultBackends({ customMetrics });
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
   const server = await InferenceServer.create({ ...o.server, backends });
@@ -67,7 +70,10 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
       logger.info(`Started GRPCInferenceService at ${o.grpc.host}:${grpc.port}`);
     }
     if (o.metrics !== undefined) {
-      metrics = await startMetricsServer(metricsSourceFrom(server), { ...o.metrics, logger });
+      metrics = await startMetricsServer(
+        { ...metricsSourceFrom(server), custom: customMetrics },
+        { ...o.metrics, logger },
+      );
       server.setObserver(metrics.observer);
       logger.info(`Started Metrics Service at ${o.metrics.host}:${metrics.port}`);
     }

@@ -15,7 +15,7 @@ import traceback
 
 import numpy as np
 
-from . import datatypes
+from . import bls_args, datatypes
 from .runtime import STATE, channel
 from .shm import decode_bytes_elements, encode_bytes_elements
 from .tensor import Tensor, read_block, read_tensors, write_tensors
@@ -202,12 +202,12 @@ class InferenceRequest:
         trace=None,
         parameters=None,
     ) -> None:
-        self._model_name = model_name
+        self._model_name = bls_args.as_name(model_name, "model_name")
         self._inputs = list(inputs or [])
         for t in self._inputs:
             if not isinstance(t, Tensor):
                 raise TritonModelException(f"InferenceRequest inputs must be Tensor objects, got {type(t).__name__}")
-        self._outputs = list(requested_output_names or [])
+        self._outputs = bls_args.as_names(requested_output_names, "requested_output_names")
         self._id = request_id
         if not isinstance(correlation_id, (int, str)) or (isinstance(correlation_id, int) and correlation_id < 0):
             raise TritonModelException("correlation_id must be an unsigned integer or a string")
@@ -235,6 +235,7 @@ class InferenceRequest:
         r._flag = flag
         r._sender = None
         r._sender_args = sender_args
+        bls_args.take_depth(r, params)
         return r
 
     def inputs(self) -> list[Tensor]:
@@ -291,8 +292,9 @@ class InferenceRequest:
     async def async_exec(self, decoupled: bool = False):
         """Like ``exec`` without blocking the event loop (``async def execute``)."""
         call = _Call.start(self, decoupled)
-        await call.wait_async()
-        return iter(call.responses) if decoupled else call.responses[-1]
+        # Decoupled: the iterator comes with the first response (or the end), the rest arrive as it is read.
+        await call.wait_async(first=decoupled)
+        return _ResponseIterator(call) if decoupled else call.responses[-1]
 
 
 class _Call:
@@ -304,6 +306,7 @@ class _Call:
         self.taken = 0
         self.final = False
         self.notify = None
+        self.cid = 0
 
     @classmethod
     def start(cls, req: InferenceRequest, decoupled: bool) -> "_Call":
@@ -315,6 +318,7 @@ class _Call:
         with ch.cv:
             cid = next(STATE.call_ids)
             STATE.calls[cid] = call
+        call.cid = cid
         corr = req._corr
         msg = {
             "op": "bls",
@@ -329,6 +333,7 @@ class _Call:
             "timeout": req._timeout,
             "p": req._params,
             "decoupled": decoupled,
+            "depth": bls_args.call_depth(),
         }
         if isinstance(corr, str):
             msg["cs"] = corr
@@ -354,24 +359,30 @@ class _Call:
         if self.notify is not None:
             self.notify()
 
-    async def wait_async(self) -> None:
+    async def wait_async(self, first: bool = False) -> None:
+        """Until the final response; with ``first``, until the first response or the final one."""
         loop = asyncio.get_running_loop()
         ch = channel()
         done = loop.create_future()
 
+        def ready() -> bool:
+            return self.final or (first and len(self.responses) > 0)
+
         def wake() -> None:
-            if self.final:
+            if ready():
                 loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
 
         with ch.cv:
             self.notify = wake
-            if self.final:
+            if ready():
                 return
         # Whoever reads the socket delivers the answer; when nobody does, this loop reads it as soon as it arrives.
         watching = _watch_channel(loop, ch)
         try:
             await done
         finally:
+            with ch.cv:
+                self.notify = None
             if watching:
                 _unwatch_channel(loop, ch)
 
@@ -417,6 +428,13 @@ class _ResponseIterator:
             call.taken += 1
             return call.responses[call.taken - 1]
         raise StopIteration
+
+    def cancel(self) -> None:
+        """Asks the server to cancel the call (Triton's ``ResponseIterator.cancel()``); the responses that already
+        arrived are still read, then a CANCELLED error ends the iteration."""
+        call = self._call
+        if not call.final:
+            channel().send({"op": "bls_cancel", "call": call.cid})
 
 
 # -- logging ---------------------------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ class Stub:
             runner = self.runners.get(m["inst"])
             if runner is not None:
                 runner.cancel(m["b"])
-        elif op == "bls_resp":
+        elif op == "bls_resp" or op == "metric_resp":
             call = STATE.calls.get(m["call"])
             if call is not None:
                 call.deliver(m)

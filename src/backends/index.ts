@@ -1,3 +1,4 @@
+import type { CustomMetrics } from '../core/custom-metrics.js';
 import type { Backend } from './contract.js';
 import { identityBackend } from './identity/index.js';
 import { onnxruntimeBackend } from './onnxruntime/index.js';
@@ -10,6 +11,12 @@ export { BackendRegistry } from './registry.js';
 export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
-export function defaultBackends(): Backend[] {
-  return [onnxruntimeBackend(), identityBackend(), pythonBackend(), tensorrtBackend(), pytorchBackend()];
+export function defaultBackends(opts: { customMetrics?: CustomMetrics } = {}): Backend[] {
+  return [
+    onnxruntimeBackend(),
+    identityBackend(),
+    pythonBackend({ customMetrics: opts.customMetrics }),
+    tensorrtBackend(),
+    pytorchBackend(),
+  ];
 }

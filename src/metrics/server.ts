@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { InvalidArgError } from '../core/errors.js';
 import { noopLogger, type Logger } from '../core/logger.js';
 import { parseMetricsConfig } from './config.js';
+import { customMetricsSync } from './custom-metrics.js';
 import { startGpuMetrics, type OpenNvml } from './gpu-metrics.js';
 import { ModelLabels } from './labels.js';
 import { registerLatencyMetrics } from './latency-metrics.js';
@@ -70,6 +71,7 @@ export async function startMetricsServer(
   const gpu =
     (opts.allowGpuMetrics ?? true) ? await startGpuMetrics(registry, intervalMs, logger, opts.openNvml) : undefined;
 
+  const syncCustom = customMetricsSync(registry, logger);
   let closing: Promise<void> | undefined;
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     // A scrape answered while closing leaves its connection idle: close it so close() need not wait for it.
@@ -81,6 +83,7 @@ export async function startMetricsServer(
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not Found\n');
       return;
     }
+    if (source.custom !== undefined) syncCustom(source.custom);
     registry.metrics().then(
       (text) => {
         res.writeHead(200, { 'content-type': registry.contentType }).end(text);

@@ -1,3 +1,4 @@
+import type { CustomFamiliesSource } from './custom-metrics.js';
 import type { ModelStats } from '../core/stats.js';
 import type { Model } from '../repository/model.js';
 
@@ -24,6 +25,8 @@ export interface ModelSeries {
  */
 export interface MetricsSource {
   models(): Iterable<ModelSeries>;
+  /** Families models define at run time (python `pb_utils.MetricFamily`), exported as they are. */
+  custom?: CustomFamiliesSource;
 }
 
 /**

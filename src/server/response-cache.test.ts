@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Tensor } from '../core/tensor.js';
-import { ResponseCache } from './response-cache.js';
+import { BLS_DEPTH_PARAM } from '../backends/python/bls.js';
+import { cacheKey, ResponseCache } from './response-cache.js';
 
 const out = (x: number): Tensor[] => [{ name: 'Y', datatype: 'FP32', shape: [1], data: new Float32Array([x]) }];
 const y = (t: readonly Tensor[] | undefined) => (t?.[0].data as Float32Array | undefined)?.[0];
@@ -43,5 +44,15 @@ describe('ResponseCache generations', () => {
     assert.equal(c.counters().evictions, 1);
     c.forget(a);
     assert.deepEqual([c.counters().entries, c.counters().bytes], [1, ResponseCache.sizeOf('1/k', out(2))]);
+  });
+});
+
+describe('cacheKey and BLS calls', () => {
+  it('REGRESSION a BLS call hits the entries of client calls: the depth the server adds is not part of the key', () => {
+    const t: Tensor = { name: 'X', datatype: 'INT32', shape: [1], data: new Int32Array([1]) } as Tensor;
+    const req = { inputs: [t], outputs: ['Y'], batchSize: 1 };
+    assert.equal(cacheKey('m', 1, req, { [BLS_DEPTH_PARAM]: 2 }), cacheKey('m', 1, req, {}));
+    assert.equal(cacheKey('m', 1, req, { k: 'v', [BLS_DEPTH_PARAM]: 1 }), cacheKey('m', 1, req, { k: 'v' }));
+    assert.notEqual(cacheKey('m', 1, req, { k: 'v' }), cacheKey('m', 1, req, {}));
   });
 });

@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import type { FixedTypedArray } from '../core/datatypes.js';
 import type { EngineRequest } from '../backends/contract.js';
+import { BLS_DEPTH_PARAM } from '../backends/python/bls.js';
 import type { Parameters } from '../core/inference.js';
 import type { Tensor, TensorData } from '../core/tensor.js';
 import type { Model } from '../repository/model.js';
@@ -211,6 +212,8 @@ export function cacheKey(model: string, version: number, request: EngineRequest,
   }
   if (parameters !== undefined) {
     for (const k of Object.keys(parameters).sort()) {
+      // How deeply a BLS call nests does not change its answer (the server adds it: backends/python/bls.ts).
+      if (k === BLS_DEPTH_PARAM) continue;
       const v = parameters[k];
       h.update(`\u0002${k}=${typeof v}:${String(v)}`);
     }

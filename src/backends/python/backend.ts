@@ -9,7 +9,11 @@ import { checkModelFile, processBackend, type PreparedLoad } from '../runtime/pr
 import { segmentPrefix } from '../runtime/process/owner.js';
 import { startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { blsService, type ModelCaller } from './bls.js';
+import { CustomMetrics } from '../../core/custom-metrics.js';
+import { metricsService } from './custom-metrics.js';
 import { childEnv } from '../runtime/process/python-env.js';
+import type { ChildProcessHost } from '../runtime/process/child.js';
+import type { FromChild } from '../runtime/process/protocol.js';
 import { resolveInterpreter, type Interpreter } from './interpreter.js';
 import {
   executeTimeoutMs,
@@ -31,8 +35,11 @@ export interface PythonBackend extends Backend {
 }
 
 // Long: a declaration (descriptor, auto-complete, prepare) whose parts are each short; see runtime/process/backend.ts.
-export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBackend {
+export function pythonBackend(opts: { caller?: ModelCaller; customMetrics?: CustomMetrics } = {}): PythonBackend {
   let caller = opts.caller;
+  // Custom metrics (pb_utils.MetricFamily) go to the server's store when it has one to export, else stay here.
+  const customMetrics = opts.customMetrics ?? new CustomMetrics();
+  const metrics = metricsService(() => customMetrics);
   const stub = (interp: Interpreter, o: PythonOptions): PreparedLoad['process'] => ({
     kind: 'python process',
     python: { executable: interp.executable, source: interp.source, env: childEnv() },
@@ -77,6 +84,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
         { ...stub(interp, o), shmPrefix: segmentPrefix('nereid_python_'), logger: ctx.logger },
         ctx.signal,
       );
+      host.services = refuseInAutoComplete;
       try {
         const reply = await host.request(
           { op: 'autocomplete', model_path: ctx.modelPath, config: modelConfigToJson(config) },
@@ -108,7 +116,10 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       const configJson = JSON.stringify(modelConfigToJson(ctx.config));
       return {
         process: stub(interp, o),
-        services: blsService(() => caller, ctx.logger),
+        services: stubServices(
+          blsService(() => caller, ctx.logger),
+          metrics,
+        ),
         graceMs: o.finalizeTimeoutMs,
         executeTimeoutMs: executeTimeoutMs(ctx.config, o),
         started: (host) =>
@@ -142,6 +153,25 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       caller = c;
     },
   };
+}
+
+/**
+ * The auto-complete stub serves no model yet: a BLS call or custom metric made from `auto_complete_config` is
+ * answered with an error at once instead of waiting for an answer that never comes.
+ */
+function refuseInAutoComplete(msg: FromChild, host: ChildProcessHost): void {
+  const what = msg.op === 'bls' ? 'BLS calls are' : 'custom metrics are';
+  const e = { c: 'UNSUPPORTED' as const, m: `${what} not available in auto_complete_config` };
+  if (msg.op === 'bls') host.send({ op: 'bls_resp', call: msg.call, fin: true, e });
+  else if (msg.op === 'metric' && msg.call !== undefined) host.send({ op: 'metric_resp', call: msg.call, e });
+}
+
+/** Routes a stub's service messages: custom metrics to their store, the rest (BLS) to `bls`. */
+function stubServices(
+  bls: (msg: FromChild, host: ChildProcessHost) => void,
+  metrics: ReturnType<typeof metricsService>,
+): (msg: FromChild, host: ChildProcessHost) => void {
+  return (msg, host) => (msg.op === 'metric' ? metrics(msg, host) : bls(msg, host));
 }
 
 /** `<model>/<version>/model.py` → `<model>`. */

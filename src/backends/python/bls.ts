@@ -1,5 +1,5 @@
 import type { InferRequest, InferResponse, Parameters } from '../../core/inference.js';
-import { CancelledError, NereidError, UnavailableError } from '../../core/errors.js';
+import { CancelledError, InvalidArgError, NereidError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { ChildProcessHost } from '../runtime/process/child.js';
 import type { FromChild } from '../runtime/process/protocol.js';
@@ -24,30 +24,46 @@ export interface ModelCaller {
 
 type BlsMessage = Extract<FromChild, { op: 'bls' }>;
 
-/** Serves one child's BLS calls; calls in flight are aborted when the child exits. */
+/**
+ * How deeply BLS calls may nest. A model that calls itself, or models that call each other, without end would
+ * otherwise hold a request (and, for a decoupled model, a thread) per level until something runs out.
+ */
+export const MAX_BLS_DEPTH = 32;
+
+/** The request parameter that tells the called python model how deep it runs (python/nereid_python/bls_args.py). */
+export const BLS_DEPTH_PARAM = '_nereid_bls_depth';
+
+/**
+ * Serves one child's BLS calls; calls in flight are aborted when the child exits, or one by one when the model
+ * cancels its response iterator (`bls_cancel`, Triton's `ResponseIterator.cancel()`).
+ */
 export function blsService(
   getCaller: () => ModelCaller | undefined,
   logger: Logger,
 ): (msg: FromChild, host: ChildProcessHost) => void {
-  const inflight = new Map<ChildProcessHost, Set<AbortController>>();
+  const inflight = new Map<ChildProcessHost, Map<number, AbortController>>();
   return (msg, host) => {
+    if (msg.op === 'bls_cancel') {
+      inflight.get(host)?.get(msg.call)?.abort(new CancelledError('BLS request cancelled by the calling model'));
+      return;
+    }
     if (msg.op !== 'bls') {
       logger.warn({ childPid: host.pid, op: msg.op }, `${host.label} sent an unexpected '${msg.op}' message`);
       return;
     }
-    let set = inflight.get(host);
-    if (set === undefined) {
-      const created = new Set<AbortController>();
-      set = created;
+    let calls = inflight.get(host);
+    if (calls === undefined) {
+      const created = new Map<number, AbortController>();
+      calls = created;
       inflight.set(host, created);
       void host.exited.then(() => {
-        for (const c of created) c.abort(new CancelledError(`${host.label} exited`));
+        for (const c of created.values()) c.abort(new CancelledError(`${host.label} exited`));
         inflight.delete(host);
       });
     }
     const ctl = new AbortController();
-    set.add(ctl);
-    void run(msg, host, getCaller(), ctl.signal).finally(() => set!.delete(ctl));
+    calls.set(msg.call, ctl);
+    void run(msg, host, getCaller(), ctl.signal).finally(() => calls.delete(msg.call));
   };
 }
 
@@ -82,6 +98,7 @@ async function run(
       outputs: Array.isArray(msg.o) && msg.o.length > 0 ? msg.o.map((name) => ({ name: String(name) })) : undefined,
       parameters: blsParameters(msg),
     };
+    request.parameters = { ...request.parameters, [BLS_DEPTH_PARAM]: checkedDepth(msg, request.model) };
   } catch (e) {
     fail(e);
     return;
@@ -122,6 +139,18 @@ async function run(
   } catch (e) {
     fail(timeout?.aborted && !signal.aborted ? new UnavailableError('Request timeout expired') : e);
   }
+}
+
+/** The call's depth, refused past MAX_BLS_DEPTH; it rides on the request so the called model counts on from it. */
+function checkedDepth(msg: BlsMessage, model: string): number {
+  const depth = Number(msg.depth) || 1;
+  if (depth > MAX_BLS_DEPTH) {
+    throw new InvalidArgError(
+      `BLS call to model '${model}' refused: BLS calls nested ${depth} deep, past the limit of ${MAX_BLS_DEPTH} ` +
+        '(a model calling itself, or models calling each other, without end?)',
+    );
+  }
+  return depth;
 }
 
 function blsParameters(msg: BlsMessage): Parameters | undefined {

@@ -77,6 +77,8 @@ export type ToChild =
   | { op: 'fini'; inst: number; free?: FreeList }
   | { op: 'free'; free: FreeList }
   | { op: 'autocomplete'; model_path: string; config: unknown; free?: FreeList }
+  /** The answer to a `metric` call (python custom metrics): a handle id, a value, or an error. */
+  | { op: 'metric_resp'; call: number; e?: WireError; id?: number; v?: number; free?: FreeList }
   | ({
       op: 'bls_resp';
       call: number;
@@ -114,6 +116,24 @@ type FromChildBody =
   | { op: 'log'; lvl: 'info' | 'warn' | 'error' | 'verbose'; msg: string; at?: string; inst?: string | null }
   | { op: 'autocompleted'; config: unknown; defined: boolean }
   | { op: 'error'; e: WireError; tb?: string }
+  /**
+   * A custom metric operation (python `pb_utils.MetricFamily` / `Metric`); answered with `metric_resp` when it has a
+   * `call` (deletes, sent from finalizers, have none and get no answer).
+   */
+  | {
+      op: 'metric';
+      call?: number;
+      do: 'family_new' | 'family_del' | 'metric_new' | 'metric_del' | 'increment' | 'set' | 'observe' | 'value';
+      id?: number;
+      name?: string;
+      help?: string;
+      kind?: string;
+      labels?: Record<string, string>;
+      buckets?: number[];
+      v?: number;
+    }
+  /** The model cancelled a BLS call it no longer wants the responses of (Triton's `ResponseIterator.cancel()`). */
+  | { op: 'bls_cancel'; call: number }
   | {
       op: 'bls';
       call: number;
@@ -129,4 +149,6 @@ type FromChildBody =
       timeout: number;
       p: Record<string, string | number | boolean>;
       decoupled: boolean;
+      /** How deeply nested this call is (1: made while serving a client's request); see python/nereid_python/bls_args.py. */
+      depth?: number;
     };
