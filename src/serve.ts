@@ -51,7 +51,7 @@ export interface RunningNereid {
 export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const o = await resolveServeOptions(opts);
   const { logger, threads } = o;
-  const backends = defaultBackends();
+  const backends = defaultBackends({ modelRepositoryRestriction: o.modelRepositoryRestriction });
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
   const server = await InferenceServer.create({ ...o.server, backends });

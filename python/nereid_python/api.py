@@ -633,9 +633,8 @@ def _not_yet(name: str):
     return fail
 
 
-is_model_ready = _not_yet("is_model_ready")
-load_model = _not_yet("load_model")
-unload_model = _not_yet("unload_model")
+# The model loading API (load_model, unload_model, is_model_ready) lives in loading.py.
+from .loading import is_model_ready, load_model, unload_model  # noqa: E402,F401
 
 
 class MetricFamily:

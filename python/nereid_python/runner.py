@@ -154,6 +154,8 @@ class InstanceRunner:
         STATE.local.instance = self.name
         self.decoupled = bool(p.get("decoupled", False))
         self.engine = str(p.get("engine", "python"))
+        # The host refuses model loading calls from a model being unloaded, never from one still loading.
+        STATE.local.phase = "initialize"
         try:
             cls = load_model_class(p["model_path"])
             self.model = cls()
@@ -169,9 +171,13 @@ class InstanceRunner:
                 {"op": "init_error", "inst": self.inst, "e": {"c": error_code(e), "m": last_line(e)}, "tb": format_exception(e)}
             )
             return
+        finally:
+            STATE.local.phase = None
         channel().send({"op": "inited", "inst": self.inst})
 
     def _finalize(self) -> None:
+        # The model loading API refuses calls from finalize (loading.py), as Triton's does.
+        STATE.local.phase = "finalize"
         fin = getattr(self.model, "finalize", None)
         error = None
         if fin is not None:

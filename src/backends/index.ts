@@ -10,6 +10,12 @@ export { BackendRegistry } from './registry.js';
 export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
-export function defaultBackends(): Backend[] {
-  return [onnxruntimeBackend(), identityBackend(), pythonBackend(), tensorrtBackend(), pytorchBackend()];
+export function defaultBackends(opts: { modelRepositoryRestriction?: string } = {}): Backend[] {
+  return [
+    onnxruntimeBackend(),
+    identityBackend(),
+    pythonBackend({ modelRepositoryRestriction: opts.modelRepositoryRestriction }),
+    tensorrtBackend(),
+    pytorchBackend(),
+  ];
 }

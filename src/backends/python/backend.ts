@@ -6,9 +6,11 @@ import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { AutoCompleteContext, Backend, EngineLoadContext, InstanceSpec } from '../contract.js';
 import { checkModelFile, processBackend, type PreparedLoad } from '../runtime/process/backend.js';
+import type { ServiceHandler } from '../runtime/process/child.js';
 import { segmentPrefix } from '../runtime/process/owner.js';
 import { startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { blsService, type ModelCaller } from './bls.js';
+import { isModelController, modelControlService } from './model-control.js';
 import { childEnv } from '../runtime/process/python-env.js';
 import { resolveInterpreter, type Interpreter } from './interpreter.js';
 import { executeTimeoutMs, forceCpuOnlyInputs, pythonOptions, type PythonOptions } from './options.js';
@@ -25,7 +27,13 @@ export interface PythonBackend extends Backend {
 }
 
 // Long: a declaration (descriptor, auto-complete, prepare) whose parts are each short; see runtime/process/backend.ts.
-export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBackend {
+export function pythonBackend(
+  opts: {
+    caller?: ModelCaller;
+    /** Why models may not load or unload models (a restricted model-repository API; serve-options.ts). */
+    modelRepositoryRestriction?: string;
+  } = {},
+): PythonBackend {
   let caller = opts.caller;
   const stub = (interp: Interpreter, o: PythonOptions): PreparedLoad['process'] => ({
     kind: 'python process',
@@ -100,7 +108,7 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       const configJson = JSON.stringify(modelConfigToJson(ctx.config));
       return {
         process: stub(interp, o),
-        services: blsService(() => caller, ctx.logger),
+        services: childServices(() => caller, ctx, opts.modelRepositoryRestriction),
         graceMs: o.finalizeTimeoutMs,
         executeTimeoutMs: executeTimeoutMs(ctx.config, o),
         started: (host) =>
@@ -134,6 +142,24 @@ export function pythonBackend(opts: { caller?: ModelCaller } = {}): PythonBacken
       caller = c;
     },
   };
+}
+
+/** A load's child → host calls: BLS (bls.ts) and the model loading API (model-control.ts). */
+function childServices(
+  getCaller: () => ModelCaller | undefined,
+  ctx: EngineLoadContext & { logger: Logger },
+  restriction: string | undefined,
+): ServiceHandler {
+  const bls = blsService(getCaller, ctx.logger);
+  const control = modelControlService(
+    () => {
+      const c = getCaller();
+      return isModelController(c) ? c : undefined;
+    },
+    { name: ctx.name, version: ctx.version },
+    restriction,
+  );
+  return (msg, host) => (msg.op === 'mctl' ? control(msg, host) : bls(msg, host));
 }
 
 /** `<model>/<version>/model.py` → `<model>`. */

@@ -129,4 +129,22 @@ type FromChildBody =
       timeout: number;
       p: Record<string, string | number | boolean>;
       decoupled: boolean;
+    }
+  /**
+   * A model's loading API call (python/nereid_python/loading.py): `api` load_model | unload_model | is_model_ready;
+   * `cfg` a JSON config override, `i` override files as UINT8 tensors (name: the path after `file:`) in block `blk`,
+   * `dep` unload_dependents, `ver` the version asked about, `init` true when called from initialize. Answered with
+   * `bls_resp` (`e`, or `p.ready`).
+   */
+  | {
+      op: 'mctl';
+      call: number;
+      api: string;
+      model: string;
+      cfg?: string;
+      blk?: [number, number] | null;
+      i?: TensorDesc[];
+      dep?: boolean;
+      ver?: string;
+      init?: boolean;
     };
