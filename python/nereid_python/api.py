@@ -219,9 +219,10 @@ class InferenceRequest:
         self._flag = None
         self._sender = None
         self._sender_args = None
+        self._release = TRITONSERVER_REQUEST_RELEASE_ALL
 
     @classmethod
-    def _incoming(cls, inputs, outputs, rid, corr, params, flags, flag, sender_args) -> "InferenceRequest":
+    def _incoming(cls, inputs, outputs, rid, corr, params, flags, flag, sender_args, timeout=0) -> "InferenceRequest":
         r = cls.__new__(cls)
         r._model_name = ""
         r._inputs = inputs
@@ -230,11 +231,12 @@ class InferenceRequest:
         r._corr = corr
         r._version = -1
         r._flags = flags
-        r._timeout = 0
+        r._timeout = timeout
         r._params = params
         r._flag = flag
         r._sender = None
         r._sender_args = sender_args
+        r._release = TRITONSERVER_REQUEST_RELEASE_ALL
         return r
 
     def inputs(self) -> list[Tensor]:
@@ -275,8 +277,9 @@ class InferenceRequest:
         return self._sender
 
     def set_release_flags(self, flags: int) -> None:
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
-            raise TritonModelException("request rescheduling (iterative sequences) is not supported by Nereid yet")
+        from .reschedule import set_release_flags  # reschedule.py imports this module
+
+        set_release_flags(self, flags)
 
     # -- BLS ----------------------------------------------------------------------------------------------------
 
@@ -665,3 +668,4 @@ def format_exception(e: BaseException) -> str:
         return head
     lines = "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
     return f"{head}\n\nAt:\n{lines}"
+

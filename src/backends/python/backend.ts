@@ -122,6 +122,8 @@ export function pythonBackend(
             instance_name: spec.name,
             model_path: ctx.modelPath,
             decoupled,
+            // request.set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) needs an iterative sequence batcher.
+            iterative: ctx.config.sequence_batching?.iterative_sequence === true,
             args: {
               model_config: configJson,
               model_instance_kind: spec.kind.replace(/^KIND_/, ''),

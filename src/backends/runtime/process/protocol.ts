@@ -44,7 +44,10 @@ export interface WireRequest {
   c?: string;
   cs?: string;
   p?: Record<string, string | number | boolean>;
+  /** Triton's request flags (1 sequence START, 2 sequence END). */
   f?: number;
+  /** The request's timeout in microseconds (its `timeout` parameter), for the model's request.timeout(). */
+  t?: number;
   /** Outputs the child may write straight into client device memory, by name. */
   do?: Record<string, DeviceSlotWire>;
 }
@@ -109,6 +112,8 @@ type FromChildBody =
       err?: WireError;
       blk?: [number, number] | null;
       r?: (WireResponse | null)[];
+      /** Requests the model released for rescheduling (iterative sequences): no final answer in this batch. */
+      rs?: number[];
     }
   | { op: 'finied'; inst: number; tb?: string }
   | { op: 'log'; lvl: 'info' | 'warn' | 'error' | 'verbose'; msg: string; at?: string; inst?: string | null }
