@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type * as grpc from '@grpc/grpc-js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../../src/core/logger.js';
 import { callUnary, inferenceClient } from '../helpers/grpc.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 
@@ -40,9 +42,13 @@ interface StreamResponse {
 
 describe('python request rescheduling (iterative sequences)', () => {
   let s: TestServer;
+  const logs: string[] = [];
   before(async () => {
-    s = await startNereid({ repositories: [RESCHED] });
+    s = await startNereid({ repositories: [RESCHED], logger: createLogger({ write: (l) => void logs.push(l) }) });
   });
+  /** What sender_cancel logged when its sender reported the cancellation. */
+  const cancelLines = () =>
+    logs.map((l) => (JSON.parse(l) as { msg: string }).msg).filter((m) => m.startsWith('sender_cancel:'));
   after(() => s?.close());
 
   it('runs a rescheduled request again until the model answers it; concurrent sequences batch together (HTTP)', async () => {
@@ -151,4 +157,50 @@ describe('python request rescheduling (iterative sequences)', () => {
     );
     assert.match(unknown!, /InferenceRequest\.set_release_flags: flags must be TRITONSERVER_REQUEST_RELEASE_ALL or/);
   });
+
+  it("tells a decoupled model's response sender that its gRPC stream was cancelled (is_cancelled())", async () => {
+    const client = inferenceClient(`127.0.0.1:${s.grpcPort}`);
+    try {
+      const call = (
+        client as unknown as { ModelStreamInfer(): grpc.ClientDuplexStream<object, StreamResponse> }
+      ).ModelStreamInfer();
+      let got = 0;
+      const ended = new Promise<void>((resolve) => {
+        call.on('data', () => {
+          if (++got === 2) call.cancel();
+        });
+        call.on('error', () => resolve());
+        call.on('end', () => resolve());
+      });
+      call.write({
+        model_name: 'sender_cancel',
+        inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], contents: { int_contents: [1] } }],
+      });
+      await ended;
+      await waitFor(() => cancelLines().length >= 1);
+      assert.match(cancelLines()[0]!, /^sender_cancel: cancelled=True after \d+ responses$/);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('does the same for an HTTP generate_stream client that goes away', async () => {
+    const before = cancelLines().length;
+    const ctl = new AbortController();
+    const res = await fetch(`${s.url}/v2/models/sender_cancel/generate_stream`, {
+      method: 'POST',
+      body: JSON.stringify({ IN: [1] }),
+      signal: ctl.signal,
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    ctl.abort();
+    await waitFor(() => cancelLines().length > before);
+    assert.match(cancelLines()[before]!, /^sender_cancel: cancelled=True after \d+ responses$/);
+  });
 });
+
+async function waitFor(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 3000 && !check(); i++) await sleep(10);
+  assert.ok(check(), 'timed out');
+}
