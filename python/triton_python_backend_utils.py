@@ -35,3 +35,16 @@ from nereid_python.api import (  # noqa: F401
     unload_model,
 )
 from nereid_python.tensor import Tensor  # noqa: F401
+
+# -- the rest of Triton's documented surface, and names Nereid refuses (nereid_python/surface.py) ----------------
+
+from nereid_python.surface import TRITON_STRING_TO_NUMPY, InferenceTrace, PreferredMemory  # noqa: E402,F401
+from nereid_python.surface import missing as _missing  # noqa: E402
+
+
+def __getattr__(name: str):
+    """A name Nereid does not provide fails with an error naming it (an AttributeError, so hasattr still works)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _missing(name)
+

@@ -254,6 +254,14 @@ class InferenceRequest:
     def flags(self) -> int:
         return self._flags
 
+    def set_flags(self, flags: int) -> None:
+        self._flags = flags
+
+    def trace(self):
+        from .surface import InferenceTrace  # surface.py imports this module
+
+        return InferenceTrace()
+
     def timeout(self) -> int:
         return self._timeout
 
@@ -433,6 +441,11 @@ class Logger:
     ERROR = 2
     VERBOSE = 3
     _LEVELS = ("info", "warn", "error", "verbose")
+
+    class LogLevel:
+        """Triton's ``Logger.LogLevel`` (the same values as ``Logger.INFO`` ...)."""
+
+        INFO, WARNING, ERROR, VERBOSE = 0, 1, 2, 3
 
     @staticmethod
     def log(message, level: int = INFO) -> None:

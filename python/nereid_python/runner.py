@@ -34,6 +34,10 @@ WINDOW_RESPONSES = 8
 WINDOW_BYTES = 8 << 20
 
 
+#: Triton (25.x) calls a model's optional is_ready() on readiness checks; Nereid does not yet, and says so.
+IS_READY_IGNORED = "the model defines is_ready(), which Nereid does not call: readiness is the instance's health"
+
+
 def load_model_class(path: str):
     """Imports ``model.py`` (its folder first on sys.path, so modules beside it import) and returns its class."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -163,6 +167,8 @@ class InstanceRunner:
         try:
             cls = load_model_class(p["model_path"])
             self.model = cls()
+            if callable(getattr(self.model, "is_ready", None)):
+                channel().send({"op": "log", "lvl": "warn", "inst": self.name, "msg": IS_READY_IGNORED})
             init = getattr(self.model, "initialize", None)
             if init is not None:
                 result = init(dict(p["args"]))

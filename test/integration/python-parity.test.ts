@@ -10,11 +10,12 @@ import { startNereid, type TestServer } from '../helpers/server.js';
 /**
  * Request rescheduling of Python models (request.set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)) with
  * sequence_batching { iterative_sequence: true }, and request.flags() / request.timeout(), through the real server
- * over HTTP and gRPC. The models (test/fixtures/python_resched) count their runs of each request, so the answers
- * show how often the server ran it.
+ * over HTTP and gRPC; the response sender's is_cancelled(); and the smaller pb_utils APIs of Triton's documented
+ * surface (issue 27 items 5 and 6). The rescheduling models (test/fixtures/python_parity) count their runs of each
+ * request, so the answers show how often the server ran it.
  */
 
-const RESCHED = fileURLToPath(new URL('../fixtures/python_resched/', import.meta.url));
+const RESCHED = fileURLToPath(new URL('../fixtures/python_parity/', import.meta.url));
 
 interface Output {
   name: string;
@@ -40,7 +41,7 @@ interface StreamResponse {
   infer_response?: { raw_output_contents: Buffer[]; parameters?: Record<string, { bool_param?: boolean }> };
 }
 
-describe('python request rescheduling (iterative sequences)', () => {
+describe('python models: request rescheduling, request and sender state, the rest of pb_utils', () => {
   let s: TestServer;
   const logs: string[] = [];
   before(async () => {
@@ -197,6 +198,31 @@ describe('python request rescheduling (iterative sequences)', () => {
     ctl.abort();
     await waitFor(() => cancelLines().length > before);
     assert.match(cancelLines()[before]!, /^sender_cancel: cancelled=True after \d+ responses$/);
+  });
+
+  it("answers Triton's smaller pb_utils APIs, refuses a name it lacks naming it, and logs that it ignores is_ready()", async () => {
+    const res = await fetch(`${s.url}/v2/models/surface/infer`, {
+      method: 'POST',
+      body: JSON.stringify({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: [1] }] }),
+    });
+    const body = (await res.json()) as { error?: string; outputs?: Output[] };
+    assert.equal(res.status, 200, body.error);
+    const lines = Object.fromEntries(
+      (body.outputs![0]!.data as string[]).map((l) => [l.slice(0, l.indexOf(': ')), l.slice(l.indexOf(': ') + 2)]),
+    );
+    assert.deepEqual(
+      [lines.string_to_numpy, lines.string_to_numpy_string, lines.set_flags, lines.trace_context, lines.log_level],
+      ['True', 'True', 'True', 'True', 'True'],
+    );
+    assert.equal(lines.hasattr_missing, 'False');
+    assert.match(
+      lines.no_such_api!,
+      /^triton_python_backend_utils has no attribute 'no_such_api': Nereid does not provide it/,
+    );
+    assert.match(lines.shared_memory!, /^triton_python_backend_utils\.shared_memory is not supported by Nereid: /);
+    const msgs = logs.map((l) => JSON.parse(l) as { msg: string; model?: string; level: number });
+    assert.ok(msgs.some((m) => m.msg === 'surface: a warning through LogLevel' && m.level === 40));
+    assert.ok(msgs.some((m) => /defines is_ready\(\), which Nereid does not call/.test(m.msg) && m.level === 40));
   });
 });
 
