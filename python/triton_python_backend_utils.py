@@ -41,3 +41,15 @@ from nereid_python.model_config_utils import using_decoupled_model_transaction_p
 
 # -- custom metrics (metrics.py); these names replace api.py's placeholders ------------------------------------
 from nereid_python.metrics import Metric, MetricFamily, MetricKind  # noqa: F401, F811, E402
+# -- the rest of Triton's documented surface, and names Nereid refuses (nereid_python/surface.py) ----------------
+
+from nereid_python.surface import TRITON_STRING_TO_NUMPY, InferenceTrace, PreferredMemory  # noqa: E402,F401
+from nereid_python.surface import missing as _missing  # noqa: E402
+
+
+def __getattr__(name: str):
+    """A name Nereid does not provide fails with an error naming it (an AttributeError, so hasattr still works)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _missing(name)
+

@@ -129,6 +129,8 @@ export interface ResolvedServeOptions {
   /** The web console on the HTTP port (needs HTTP). */
   readonly console: { readonly logs?: LogRing; readonly access?: ConsoleAccess } | undefined;
   readonly modelControlMode: 'none' | 'poll' | 'explicit';
+  /** Set when a served protocol restricts the model-repository API: models' own loads are refused with it. */
+  readonly modelRepositoryRestriction: string | undefined;
   readonly reuseHttpPort: boolean;
   readonly reuseGrpcPort: boolean;
   /** How long in-flight work may take at shutdown, and an idle keep-alive connection may wait for its next request. */
@@ -287,6 +289,7 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
       rateLimit: opts.rateLimit,
       logger,
     }),
+    modelRepositoryRestriction: modelRepositoryRestriction(http?.restrictions, grpc?.restrictions),
     threads,
     http: http && Object.freeze(http),
     grpc: grpc && Object.freeze(grpc),
@@ -297,4 +300,17 @@ export async function resolveServeOptions(opts: ServeOptions): Promise<ResolvedS
     reuseGrpcPort: opts.reuseGrpcPort === true,
     drain: Object.freeze({ drainMs: (opts.exitTimeoutSecs ?? D.exitTimeoutSecs) * 1000, idleMs: opts.httpDrainIdleMs }),
   });
+}
+
+/**
+ * Why a Python model may not load or unload models (pb_utils.load_model): the model-repository API is restricted to
+ * a header on a protocol the server serves, and a model has no header to present. Undefined when it is open.
+ */
+function modelRepositoryRestriction(http?: Restrictions, grpc?: Restrictions): string | undefined {
+  const flags = [
+    http?.has('model-repository') ? '--http-restricted-api' : undefined,
+    grpc?.has('model-repository') ? '--grpc-restricted-protocol' : undefined,
+  ].filter((f) => f !== undefined);
+  if (flags.length === 0) return undefined;
+  return `the model-repository API is restricted on this server (${flags.join(', ')}), and a model cannot present the header it demands`;
 }

@@ -56,7 +56,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const { logger, threads } = o;
   // Metrics models define at run time (python pb_utils.MetricFamily): written by the backends, exported on /metrics.
   const customMetrics = new CustomMetrics();
-  const backends = defaultBackends({ customMetrics });
+  const backends = defaultBackends({ customMetrics, modelRepositoryRestriction: o.modelRepositoryRestriction });
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
   const server = await InferenceServer.create({ ...o.server, backends });

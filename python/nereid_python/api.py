@@ -219,9 +219,10 @@ class InferenceRequest:
         self._flag = None
         self._sender = None
         self._sender_args = None
+        self._release = TRITONSERVER_REQUEST_RELEASE_ALL
 
     @classmethod
-    def _incoming(cls, inputs, outputs, rid, corr, params, flags, flag, sender_args) -> "InferenceRequest":
+    def _incoming(cls, inputs, outputs, rid, corr, params, flags, flag, sender_args, timeout=0) -> "InferenceRequest":
         r = cls.__new__(cls)
         r._model_name = ""
         r._inputs = inputs
@@ -230,12 +231,13 @@ class InferenceRequest:
         r._corr = corr
         r._version = -1
         r._flags = flags
-        r._timeout = 0
+        r._timeout = timeout
         r._params = params
         r._flag = flag
         r._sender = None
         r._sender_args = sender_args
         bls_args.take_depth(r, params)
+        r._release = TRITONSERVER_REQUEST_RELEASE_ALL
         return r
 
     def inputs(self) -> list[Tensor]:
@@ -252,6 +254,14 @@ class InferenceRequest:
 
     def flags(self) -> int:
         return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        self._flags = flags
+
+    def trace(self):
+        from .surface import InferenceTrace  # surface.py imports this module
+
+        return InferenceTrace()
 
     def timeout(self) -> int:
         return self._timeout
@@ -276,8 +286,9 @@ class InferenceRequest:
         return self._sender
 
     def set_release_flags(self, flags: int) -> None:
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
-            raise TritonModelException("request rescheduling (iterative sequences) is not supported by Nereid yet")
+        from .reschedule import set_release_flags  # reschedule.py imports this module
+
+        set_release_flags(self, flags)
 
     # -- BLS ----------------------------------------------------------------------------------------------------
 
@@ -448,6 +459,11 @@ class Logger:
     ERROR = 2
     VERBOSE = 3
     _LEVELS = ("info", "warn", "error", "verbose")
+
+    class LogLevel:
+        """Triton's ``Logger.LogLevel`` (the same values as ``Logger.INFO`` ...)."""
+
+        INFO, WARNING, ERROR, VERBOSE = 0, 1, 2, 3
 
     @staticmethod
     def log(message, level: int = INFO) -> None:
@@ -651,20 +667,8 @@ def _not_yet(name: str):
     return fail
 
 
-is_model_ready = _not_yet("is_model_ready")
-load_model = _not_yet("load_model")
-unload_model = _not_yet("unload_model")
-
-
-class MetricFamily:
-    """Custom metrics are not built yet: creating one fails loudly rather than dropping the values."""
-
-    COUNTER = 0
-    GAUGE = 1
-    HISTOGRAM = 2
-
-    def __init__(self, *args, **kwargs) -> None:
-        raise TritonModelException("custom metrics (pb_utils.MetricFamily) are not supported by Nereid yet")
+# The model loading API (load_model, unload_model, is_model_ready) lives in loading.py.
+from .loading import is_model_ready, load_model, unload_model  # noqa: E402,F401
 
 
 _OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -684,3 +688,4 @@ def format_exception(e: BaseException) -> str:
         return head
     lines = "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
     return f"{head}\n\nAt:\n{lines}"
+

@@ -18,7 +18,8 @@ import threading
 import time
 from collections import deque
 
-from . import api, cuda
+from . import api, cuda, reschedule
+from .results import check_result
 from .api import InferenceRequest, InferenceResponse, TritonModelException, format_exception
 from .runtime import STATE, channel
 from .tensor import read_block, read_tensors, write_tensors
@@ -31,6 +32,10 @@ _module_ids = itertools.count()
 #: response (a stream that stays stalled ends with RESOURCE_EXHAUSTED and cancels the request, which frees it).
 WINDOW_RESPONSES = 8
 WINDOW_BYTES = 8 << 20
+
+
+#: Triton (25.x) calls a model's optional is_ready() on readiness checks; Nereid does not yet, and says so.
+IS_READY_IGNORED = "the model defines is_ready(), which Nereid does not call: readiness is the instance's health"
 
 
 def load_model_class(path: str):
@@ -96,6 +101,7 @@ class InstanceRunner:
         self.name = f"instance {inst}"
         self.model = None
         self.decoupled = False
+        self.iterative = False
         #: How run lines name the engine in the log ("python", "pytorch").
         self.engine = "python"
         self.batches: dict[int, _Batch] = {}
@@ -153,10 +159,16 @@ class InstanceRunner:
         self.name = p["instance_name"]
         STATE.local.instance = self.name
         self.decoupled = bool(p.get("decoupled", False))
+        #: sequence_batching { iterative_sequence: true }: requests may be rescheduled (api.set_release_flags).
+        self.iterative = bool(p.get("iterative", False))
         self.engine = str(p.get("engine", "python"))
+        # The host refuses model loading calls from a model being unloaded, never from one still loading.
+        STATE.local.phase = "initialize"
         try:
             cls = load_model_class(p["model_path"])
             self.model = cls()
+            if callable(getattr(self.model, "is_ready", None)):
+                channel().send({"op": "log", "lvl": "warn", "inst": self.name, "msg": IS_READY_IGNORED})
             init = getattr(self.model, "initialize", None)
             if init is not None:
                 result = init(dict(p["args"]))
@@ -169,9 +181,13 @@ class InstanceRunner:
                 {"op": "init_error", "inst": self.inst, "e": {"c": error_code(e), "m": last_line(e)}, "tb": format_exception(e)}
             )
             return
+        finally:
+            STATE.local.phase = None
         channel().send({"op": "inited", "inst": self.inst})
 
     def _finalize(self) -> None:
+        # The model loading API refuses calls from finalize (loading.py), as Triton's does.
+        STATE.local.phase = "finalize"
         fin = getattr(self.model, "finalize", None)
         error = None
         if fin is not None:
@@ -220,6 +236,7 @@ class InstanceRunner:
                     r.get("f", 0),
                     batch.flags[i],
                     (self, batch_id, i, batch.flags[i], self.decoupled),
+                    r.get("t", 0),
                 )
                 if r.get("do"):
                     req._slots = batch.slots[i] = {n: cuda.REGIONS.slot(*place) for n, place in r["do"].items()}
@@ -251,10 +268,13 @@ class InstanceRunner:
             error = format_exception(e)
         t2 = time.perf_counter_ns()
         n = len(requests)
+        rs = reschedule.released(requests, batch, self._lock)
         del requests
         done: dict = {"op": "done", "inst": self.inst, "b": batch_id}
+        if rs:
+            done["rs"] = rs
         if error is None:
-            error = self._check_result(result, n)
+            error = check_result(self.decoupled, result, n, rs)
         if error is not None:
             done["err"] = {"c": "INTERNAL", "m": f"Failed to process the request(s) for model instance '{self.name}', message: {error}"}
         elif result is not None and not self.decoupled:
@@ -272,33 +292,14 @@ class InstanceRunner:
                 self.batches.pop(batch_id, None)
         channel().send(done)
 
-    def _check_result(self, result, n: int) -> str | None:
-        if self.decoupled:
-            if result is not None:
-                return "a decoupled model's execute() must return None (send responses with the response sender)"
-            return None
-        if result is None:
-            return None  # answered through response senders; the host checks that each request got its final
-        if not isinstance(result, (list, tuple)):
-            return f"Expected a list in the execute return, found type '{type(result).__name__}'."
-        if len(result) != n:
-            return (
-                "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
-                f"InferenceRequest(s) size is:{n}, and InferenceResponse(s) size is:{len(result)}"
-            )
-        for i, r in enumerate(result):
-            if not isinstance(r, InferenceResponse):
-                return f"execute() returned {type(r).__name__} for request {i}; expected an InferenceResponse"
-        return None
-
     def _encode_batch(self, batch: _Batch, responses, done: dict) -> None:
         """All responses of a batch in one message and one shared-memory block."""
         tensors = []
         slots = []
         spans = []
         for i, resp in enumerate(responses):
-            if batch.final[i]:
-                spans.append(None)  # already answered through its response sender
+            if batch.final[i] or resp is None:
+                spans.append(None)  # already answered through its response sender, or rescheduled
                 continue
             if resp.has_error():
                 spans.append(resp)

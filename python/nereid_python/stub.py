@@ -4,7 +4,7 @@
 Hosts one or more model instances (the first on the main thread, others on their own threads), each driven by the
 host's messages. Messages (JSON, see channel.py), host -> stub: ``init``, ``exec``, ``cancel``, ``took``, ``fini``,
 ``bls_resp``, ``autocomplete``, ``cuda_close`` (client CUDA regions the server closed: cuda.py), ``free``; stub -> host: ``ready``, ``inited``/``init_error``, ``resp``, ``done``,
-``finied``, ``bls``, ``log``, ``autocompleted``/``error``. Any message may carry ``free``: blocks of the other side's
+``finied``, ``bls``, ``mctl`` (model loading API: loading.py), ``log``, ``autocompleted``/``error``. Any message may carry ``free``: blocks of the other side's
 segments this side has finished with.
 """
 
@@ -126,6 +126,8 @@ class Stub:
             self.ch.send({"op": "log", "lvl": "warn", "msg": f"closing client CUDA regions {regions}: {last_line(e)}"})
 
     def _autocomplete(self, m: dict) -> None:
+        # The model loading API refuses calls from auto_complete_config (loading.py), as Triton's does.
+        STATE.local.phase = "auto_complete"
         try:
             cls = load_model_class(m["model_path"])
             fn = getattr(cls, "auto_complete_config", None)

@@ -55,6 +55,8 @@ export interface EngineRequest {
   readonly id?: string;
   /** Sequence correlation id (sequence batcher), when the request has one. */
   readonly correlationId?: bigint | string;
+  /** Triton's request flags, set by the sequence batcher: 1 = sequence START, 2 = sequence END. */
+  readonly flags?: number;
   readonly parameters?: Readonly<Parameters>;
   /** Present when some input or requested output lives in device memory (see the ownership rules above). */
   readonly device?: RequestDeviceMemory;
@@ -78,6 +80,12 @@ export interface EngineResponse {
 export interface Responder {
   send(index: number, response: EngineResponse | Error | null, opts: { final: boolean }): void;
   sendTaken?(index: number, response: EngineResponse | Error | null, opts: { final: boolean }): void | Promise<void>;
+  /**
+   * The engine released request `index` for rescheduling (Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+   * iterative sequences): it gets no final answer in this execution, and its scheduler runs it again in a later
+   * batch. Ends the request's part in this execution as a final response would.
+   */
+  reschedule?(index: number): void;
 }
 
 /** Per-execution timings in nanoseconds, for the statistics extension. */

@@ -11,11 +11,13 @@ export { BackendRegistry } from './registry.js';
 export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
-export function defaultBackends(opts: { customMetrics?: CustomMetrics } = {}): Backend[] {
+export function defaultBackends(
+  opts: { customMetrics?: CustomMetrics; modelRepositoryRestriction?: string } = {},
+): Backend[] {
   return [
     onnxruntimeBackend(),
     identityBackend(),
-    pythonBackend({ customMetrics: opts.customMetrics }),
+    pythonBackend({ customMetrics: opts.customMetrics, modelRepositoryRestriction: opts.modelRepositoryRestriction }),
     tensorrtBackend(),
     pytorchBackend(),
   ];

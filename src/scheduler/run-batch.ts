@@ -13,6 +13,8 @@ export interface Member {
   enqueuedAt: number;
   resolve(r: ScheduledResult): void;
   reject(e: unknown): void;
+  /** Runs the request again in a later batch (the engine rescheduled it); only the iterative sequence batcher can. */
+  reschedule?(): void;
 }
 
 /** How a scheduler delivers an answer (the dynamic batcher holds them back for preserve_ordering). */
@@ -81,6 +83,7 @@ export async function runBatch(
   const last: (EngineResponse | undefined)[] = new Array(n);
   const errors: (Error | undefined)[] = new Array(n);
   const final: boolean[] = new Array(n).fill(false);
+  const rescheduled: boolean[] = new Array(n).fill(false);
   let executed = false;
   let timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
 
@@ -89,6 +92,7 @@ export async function runBatch(
     const err = errors[i];
     if (err !== undefined) return settle(m, () => m.reject(err));
     if (m.signal?.aborted) return settle(m, () => m.reject(new CancelledError('request was cancelled')));
+    if (rescheduled[i]) return settle(m, () => rescheduleOrFail(m, instance.name, i));
     const r = last[i] ?? { outputs: [] };
     const queueNs = Math.round((started - m.enqueuedAt) * 1e6);
     settle(m, () => m.resolve({ ...r, timings, queueNs, executedBatchSize: rows }));
@@ -116,6 +120,12 @@ export async function runBatch(
       void sendTaken(i, response, opts);
     },
     sendTaken,
+    reschedule(i) {
+      if (i < 0 || i >= n || final[i]) return;
+      rescheduled[i] = true;
+      final[i] = true;
+      if (executed) answer(i);
+    },
   };
 
   const signal = cancels.start(members);
@@ -150,4 +160,14 @@ export async function runBatch(
   } finally {
     cancels.end(members);
   }
+}
+
+/** A member the engine released for rescheduling: queued again, or failed where its scheduler cannot do that. */
+function rescheduleOrFail(m: Member, instance: string, i: number): void {
+  if (m.reschedule !== undefined) return m.reschedule();
+  m.reject(
+    new InternalError(
+      `instance ${instance} released request ${i} of its batch for rescheduling, but only a model with sequence_batching { iterative_sequence: true } reschedules requests`,
+    ),
+  );
 }

@@ -464,7 +464,7 @@ describe('sequence batcher', () => {
 });
 
 describe('sequence batcher: bad configs', () => {
-  it('BAD CONFIG - a missing initial_state file, a bad CORRID type, an unknown control input and iterative_sequence fail their loads, naming them', async () => {
+  it('BAD CONFIG - a missing initial_state file, a bad CORRID type and an unknown control input fail their loads, naming them', async () => {
     const repo = await mkdtemp(join(tmpdir(), 'nereid-seq-bad-'));
     const bad: Record<string, string> = {
       no_file: `backend: "onnxruntime" max_batch_size: 4 ${accIo}
@@ -473,8 +473,6 @@ describe('sequence batcher: bad configs', () => {
             initial_state { name: "s" data_type: TYPE_INT32 dims: [ 1 ] data_file: "missing.bin" } }] }`,
       bad_corrid: `backend: "onnxruntime" max_batch_size: 4 ${accIo}
         sequence_batching { control_input [ ${START_END_READY}, { name: "CORRID" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 }] } ] ${STATE} }`,
-      iterative: `backend: "onnxruntime" max_batch_size: 4 ${accIo}
-        sequence_batching { iterative_sequence: true control_input [ ${START_END_READY} ] ${STATE} }`,
       no_such_input: `backend: "onnxruntime" max_batch_size: 4 ${accIo}
         sequence_batching { control_input [ ${START_END_READY}, { name: "NOPE" control [{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 }] } ] ${STATE} }`,
     };
@@ -501,7 +499,6 @@ describe('sequence batcher: bad configs', () => {
         );
         assert.match(reason('bad_corrid'), /unexpected data type for control CONTROL_SEQUENCE_CORRID/);
         assert.match(reason('no_such_input'), /sequence_batching feeds input 'NOPE', but the model file's inputs are/);
-        assert.match(reason('iterative'), /sequence_batching\.iterative_sequence is not supported by Nereid yet/);
         assert.ok(index.every((m) => m.state === 'UNAVAILABLE'));
       } finally {
         await s.close();

@@ -6,11 +6,13 @@ import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { AutoCompleteContext, Backend, EngineLoadContext, InstanceSpec } from '../contract.js';
 import { checkModelFile, processBackend, type PreparedLoad } from '../runtime/process/backend.js';
+import type { ServiceHandler } from '../runtime/process/child.js';
 import { segmentPrefix } from '../runtime/process/owner.js';
 import { startEngineProcess } from '../runtime/process/shared-hosts.js';
 import { blsService, type ModelCaller } from './bls.js';
 import { CustomMetrics } from '../../core/custom-metrics.js';
 import { metricsService } from './custom-metrics.js';
+import { isModelController, modelControlService } from './model-control.js';
 import { childEnv } from '../runtime/process/python-env.js';
 import type { ChildProcessHost } from '../runtime/process/child.js';
 import type { FromChild } from '../runtime/process/protocol.js';
@@ -35,7 +37,14 @@ export interface PythonBackend extends Backend {
 }
 
 // Long: a declaration (descriptor, auto-complete, prepare) whose parts are each short; see runtime/process/backend.ts.
-export function pythonBackend(opts: { caller?: ModelCaller; customMetrics?: CustomMetrics } = {}): PythonBackend {
+export function pythonBackend(
+  opts: {
+    caller?: ModelCaller;
+    customMetrics?: CustomMetrics;
+    /** Why models may not load or unload models (a restricted model-repository API; serve-options.ts). */
+    modelRepositoryRestriction?: string;
+  } = {},
+): PythonBackend {
   let caller = opts.caller;
   // Custom metrics (pb_utils.MetricFamily) go to the server's store when it has one to export, else stay here.
   const customMetrics = opts.customMetrics ?? new CustomMetrics();
@@ -117,7 +126,7 @@ export function pythonBackend(opts: { caller?: ModelCaller; customMetrics?: Cust
       return {
         process: stub(interp, o),
         services: stubServices(
-          blsService(() => caller, ctx.logger),
+          childServices(() => caller, ctx, opts.modelRepositoryRestriction),
           metrics,
         ),
         graceMs: o.finalizeTimeoutMs,
@@ -133,6 +142,8 @@ export function pythonBackend(opts: { caller?: ModelCaller; customMetrics?: Cust
             instance_name: spec.name,
             model_path: ctx.modelPath,
             decoupled,
+            // request.set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) needs an iterative sequence batcher.
+            iterative: ctx.config.sequence_batching?.iterative_sequence === true,
             args: {
               model_config: configJson,
               model_instance_kind: spec.kind.replace(/^KIND_/, ''),
@@ -172,6 +183,24 @@ function stubServices(
   metrics: ReturnType<typeof metricsService>,
 ): (msg: FromChild, host: ChildProcessHost) => void {
   return (msg, host) => (msg.op === 'metric' ? metrics(msg, host) : bls(msg, host));
+}
+
+/** A load's child → host calls: BLS (bls.ts) and the model loading API (model-control.ts). */
+function childServices(
+  getCaller: () => ModelCaller | undefined,
+  ctx: EngineLoadContext & { logger: Logger },
+  restriction: string | undefined,
+): ServiceHandler {
+  const bls = blsService(getCaller, ctx.logger);
+  const control = modelControlService(
+    () => {
+      const c = getCaller();
+      return isModelController(c) ? c : undefined;
+    },
+    { name: ctx.name, version: ctx.version },
+    restriction,
+  );
+  return (msg, host) => (msg.op === 'mctl' ? control(msg, host) : bls(msg, host));
 }
 
 /** `<model>/<version>/model.py` → `<model>`. */

@@ -74,8 +74,9 @@ export class SequenceBatcher implements Scheduler {
   enqueue(request: EngineRequest, opts: ScheduleOptions = {}): Promise<ScheduledResult> {
     const spec = this.#spec;
     const model = spec.modelName;
-    const start = opts.sequence?.start ?? false;
-    const end = opts.sequence?.end ?? false;
+    // An iterative sequence is one request: its START and END are implied (Triton fills the controls itself).
+    const start = spec.iterative || (opts.sequence?.start ?? false);
+    const end = spec.iterative || (opts.sequence?.end ?? false);
     const id = request.correlationId as CorrelationId;
     const invalid = invalidRequest(spec, request);
     if (invalid !== undefined) return Promise.reject(invalid);
@@ -125,6 +126,7 @@ export class SequenceBatcher implements Scheduler {
         deadline: timeoutUs > 0 ? now + timeoutUs / 1000 : 0,
         enqueuedAt: now,
         signal: opts.signal,
+        onResponse: opts.onResponse,
         resolve,
         reject,
       };
@@ -238,14 +240,17 @@ export class SequenceBatcher implements Scheduler {
       return item;
     });
     const proto = items.find((i): i is Item => i !== null) as Item;
-    const members = items.map((item): Member =>
+    const members = items.map((item, k): Member =>
       item === null
         ? paddingRow(this.#spec, this.#stateOutputs, proto)
-        : sequenceRow(this.#spec, this.#stateOutputs, item),
+        : this.#spec.iterative
+          ? this.#iterativeRow(lane, rows[k] as number, item)
+          : sequenceRow(this.#spec, this.#stateOutputs, item),
     );
-    // An END frees its slot as soon as it is in a batch (Triton): the next sequence runs in a later batch.
+    // An END frees its slot as soon as it is in a batch (Triton): the next sequence runs in a later batch. An
+    // iterative sequence keeps it until its request is answered (#iterativeRow).
     rows.forEach((s, k) => {
-      if (s !== null && items[k]?.end) this.#slots.release(lane, s);
+      if (s !== null && items[k]?.end && !this.#spec.iterative) this.#slots.release(lane, s);
     });
     // A slot given to a backlogged sequence here needs its idle clock watched: the next pump arms it.
     if (items.some((i) => i?.end)) this.#schedulePump();
@@ -262,6 +267,42 @@ export class SequenceBatcher implements Scheduler {
       this.#drain.end();
       this.#pump();
     });
+  }
+
+  /**
+   * A row of an iterative sequence: the model may release it for rescheduling, and it then goes back to the head of
+   * its sequence's queue (START no longer set) and keeps its slot; answered, it frees the slot.
+   */
+  #iterativeRow(lane: Lane, slot: number, item: Item): Member {
+    const row = sequenceRow(this.#spec, this.#stateOutputs, item);
+    const free = (): void => {
+      if (lane.slots[slot] !== item.seq) return;
+      this.#slots.release(lane, slot);
+      this.#schedulePump();
+    };
+    return {
+      ...row,
+      resolve: (r) => {
+        free();
+        row.resolve(r);
+      },
+      reject: (e) => {
+        free();
+        row.reject(e);
+      },
+      reschedule: () => {
+        if (item.signal?.aborted) {
+          free();
+          item.reject(new CancelledError('request was cancelled'));
+          return;
+        }
+        const again: Item = { ...item, start: false, enqueuedAt: performance.now() };
+        item.seq.queue.unshift(again);
+        this.#queued++;
+        this.#cancels.watch(again.signal, again);
+        this.#schedulePump();
+      },
+    };
   }
 
   /** One timer for the earliest of: a batch delay, an idle sequence, a backlog timeout. */

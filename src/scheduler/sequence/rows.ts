@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { EngineRequest } from '../../backends/contract.js';
+import type { EngineRequest, EngineResponse } from '../../backends/contract.js';
 import { CancelledError } from '../../core/errors.js';
 import type { Member } from '../run-batch.js';
 import type { SequenceSpec } from './spec.js';
@@ -35,6 +35,7 @@ export function sequenceRow(spec: SequenceSpec, stateOutputs: readonly string[],
   const flags = { start, end: item.end, ready: true, correlationId: seq.id };
   const request: EngineRequest = {
     ...item.request,
+    flags: (start ? 1 : 0) | (item.end ? 2 : 0),
     inputs: [
       ...item.request.inputs,
       ...controlTensors(spec, flags),
@@ -43,11 +44,16 @@ export function sequenceRow(spec: SequenceSpec, stateOutputs: readonly string[],
     outputs: [...item.request.outputs, ...stateOutputs],
   };
   const own = item.request.outputs.length;
+  const ownOnly = <T extends EngineResponse>(r: T): T =>
+    own === r.outputs.length ? r : { ...r, outputs: r.outputs.slice(0, own) };
+  const onResponse = item.onResponse;
   // No signal: a started run is never abandoned, so the sequence's state always follows its requests. A
   // client that went away meanwhile is answered CANCELLED below.
   return {
     request,
     enqueuedAt: item.enqueuedAt,
+    // A decoupled model's responses stream to the client as they come (the state outputs are the batcher's).
+    onResponse: onResponse && ((r) => onResponse(ownOnly(r))),
     resolve: (r) => {
       if (seq.states !== undefined && !item.end) {
         for (let k = 0; k < stateOutputs.length; k++) {
@@ -60,7 +66,7 @@ export function sequenceRow(spec: SequenceSpec, stateOutputs: readonly string[],
         }
       }
       if (item.signal?.aborted) item.reject(new CancelledError('request was cancelled'));
-      else item.resolve(own === r.outputs.length ? r : { ...r, outputs: r.outputs.slice(0, own) });
+      else item.resolve(ownOnly(r));
     },
     reject: (e) => item.reject(e),
   };

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelConfig, NormalizedConfig } from '../../config/model-config.js';
 import { DATATYPES, dataTypeFromConfig, type DataType } from '../../core/datatypes.js';
-import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { InvalidArgError } from '../../core/errors.js';
 import { decodeBytes, viewFixed, type TensorData } from '../../core/tensor.js';
 
 /**
@@ -74,6 +74,11 @@ export interface SequenceSpec {
   readonly minSlotUtilization: number;
   /** oldest: preferred batch sizes, ascending. */
   readonly preferred: readonly number[];
+  /**
+   * `iterative_sequence`: one request is a whole sequence (START and END implied) that the model may release for
+   * rescheduling after each iteration (batcher.ts); its slot is held until the request is answered.
+   */
+  readonly iterative: boolean;
 }
 
 type Obj = Record<string, unknown>;
@@ -88,11 +93,6 @@ export async function loadSequenceSpec(config: NormalizedConfig, modelDir: strin
   const model = config.name;
   const sb = asObj(config.sequence_batching);
   const maxBatchSize = config.max_batch_size;
-  if (sb.iterative_sequence === true) {
-    throw new UnsupportedError(
-      `model '${model}': sequence_batching.iterative_sequence is not supported by Nereid yet; remove it`,
-    );
-  }
   const controls = controlsOf(sb, model);
   for (const c of [controls.start, controls.end, controls.ready, controls.corrid]) {
     if (c && (config.input ?? []).some((i) => i.name === c.name)) {
@@ -127,6 +127,7 @@ export async function loadSequenceSpec(config: NormalizedConfig, modelDir: strin
     delayUs: oldest !== undefined ? num(oldest.max_queue_delay_microseconds) : num(direct.max_queue_delay_microseconds),
     minSlotUtilization: minUtil,
     preferred: [...(preferred.length > 0 ? preferred : maxBatchSize > 0 ? [maxBatchSize] : [])].sort((a, b) => a - b),
+    iterative: sb.iterative_sequence === true,
   });
 }
 

@@ -1,4 +1,4 @@
-import { NereidError } from '../../../core/errors.js';
+import { InternalError, NereidError } from '../../../core/errors.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Responder } from '../../contract.js';
 import type { DeviceSlotWire, TensorDesc, DeviceTensorDesc, WireRequest } from './protocol.js';
 
@@ -90,6 +90,27 @@ export function deliver(
 }
 
 /**
+ * The model released request `index` for rescheduling: it leaves this batch without a final response (the
+ * scheduler runs it again), or, where the responder cannot reschedule, fails.
+ */
+export function rescheduled(b: Inflight, index: number, instance: string): void {
+  if (!Number.isInteger(index) || index < 0 || index >= b.requests.length || b.final[index]) return;
+  if (b.responder.reschedule === undefined) {
+    void deliver(
+      b,
+      index,
+      new InternalError(`instance ${instance} rescheduled request ${index}, which its scheduler cannot do`),
+      true,
+      undefined,
+    );
+    return;
+  }
+  b.final[index] = true;
+  b.open--;
+  b.responder.reschedule(index);
+}
+
+/**
  * A batch's `execute` resolves once the model's execute returned and (not decoupled) every request had its final
  * response. A decoupled model's requests may answer later (Triton's decoupled models keep streaming from their own
  * threads while the instance takes the next batch); the scheduler gets those finals through the responder, and the
@@ -120,6 +141,9 @@ export function wireRequests(
       else if (r.correlationId !== 0n) w.c = r.correlationId.toString();
     }
     if (r.parameters !== undefined) w.p = plainParams(r.parameters);
+    if (r.flags) w.f = r.flags;
+    const timeout = r.parameters?.timeout;
+    if (timeout !== undefined && Number(timeout) > 0) w.t = Number(timeout);
     const s = slots?.[i];
     if (s !== undefined) w.do = s;
     return w;

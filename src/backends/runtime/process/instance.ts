@@ -12,7 +12,7 @@ import type { ChildProcessHost, HostedInstance } from './child.js';
 import { deviceWire, hostCopiesWithoutIpc } from './device.js';
 import type { FromChild, WireResponse } from './protocol.js';
 import type { ProcessInstanceOptions } from './instance-options.js';
-import { deliver, newBatch, settle, wireRequests, type Inflight } from './batch.js';
+import { deliver, newBatch, rescheduled, settle, wireRequests, type Inflight } from './batch.js';
 import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type DeviceSlots } from './wire.js';
 
 /**
@@ -258,6 +258,7 @@ export class ProcessInstance implements Instance, HostedInstance {
         else this.#deliver(b, i, r.p ? { outputs: outputs![i], parameters: r.p } : { outputs: outputs![i] }, true);
       });
     }
+    for (const i of Array.isArray(msg.rs) ? msg.rs : []) rescheduled(b, i, this.name);
     if (!this.#opts.decoupled) {
       for (let i = 0; i < b.requests.length; i++) {
         if (!b.final[i]) {

@@ -44,7 +44,10 @@ export interface WireRequest {
   c?: string;
   cs?: string;
   p?: Record<string, string | number | boolean>;
+  /** Triton's request flags (1 sequence START, 2 sequence END). */
   f?: number;
+  /** The request's timeout in microseconds (its `timeout` parameter), for the model's request.timeout(). */
+  t?: number;
   /** Outputs the child may write straight into client device memory, by name. */
   do?: Record<string, DeviceSlotWire>;
 }
@@ -111,6 +114,8 @@ type FromChildBody =
       err?: WireError;
       blk?: [number, number] | null;
       r?: (WireResponse | null)[];
+      /** Requests the model released for rescheduling (iterative sequences): no final answer in this batch. */
+      rs?: number[];
     }
   | { op: 'finied'; inst: number; tb?: string }
   | { op: 'log'; lvl: 'info' | 'warn' | 'error' | 'verbose'; msg: string; at?: string; inst?: string | null }
@@ -151,4 +156,22 @@ type FromChildBody =
       decoupled: boolean;
       /** How deeply nested this call is (1: made while serving a client's request); see python/nereid_python/bls_args.py. */
       depth?: number;
+    }
+  /**
+   * A model's loading API call (python/nereid_python/loading.py): `api` load_model | unload_model | is_model_ready;
+   * `cfg` a JSON config override, `i` override files as UINT8 tensors (name: the path after `file:`) in block `blk`,
+   * `dep` unload_dependents, `ver` the version asked about, `init` true when called from initialize. Answered with
+   * `bls_resp` (`e`, or `p.ready`).
+   */
+  | {
+      op: 'mctl';
+      call: number;
+      api: string;
+      model: string;
+      cfg?: string;
+      blk?: [number, number] | null;
+      i?: TensorDesc[];
+      dep?: boolean;
+      ver?: string;
+      init?: boolean;
     };
