@@ -17,7 +17,6 @@ from nereid_python.api import (  # noqa: F401
     InferenceResponse,
     InferenceResponseSender,
     Logger,
-    MetricFamily,
     ModelConfig,
     TritonError,
     TritonModelException,
@@ -39,8 +38,9 @@ from nereid_python.tensor import Tensor  # noqa: F401
 # -- config helpers (model_config_utils) -------------------------------------------------------------------------
 from nereid_python.model_config_utils import using_decoupled_model_transaction_policy  # noqa: F401, E402
 
-# -- custom metrics (metrics.py); these names replace api.py's placeholders ------------------------------------
-from nereid_python.metrics import Metric, MetricFamily, MetricKind  # noqa: F401, F811, E402
+# -- custom metrics (metrics.py) -----------------------------------------------------------------------------------
+from nereid_python.metrics import Metric, MetricFamily, MetricKind  # noqa: F401, E402
+
 # -- the rest of Triton's documented surface, and names Nereid refuses (nereid_python/surface.py) ----------------
 
 from nereid_python.surface import TRITON_STRING_TO_NUMPY, InferenceTrace, PreferredMemory  # noqa: E402,F401
