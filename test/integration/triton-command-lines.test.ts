@@ -212,9 +212,8 @@ describe("Triton's tritonserver flags", () => {
 
   it('BAD CALL - a value of the wrong kind is refused as for any flag', () => {
     assert.throws(() => parseFlags(['--model-load-thread-count=four']), /expects an integer, got 'four'/);
-    assert.throws(() => parseFlags(['--rate-limit=sometimes']), /must be one of off, execution_count/);
     assert.throws(() => parseFlags(['--cuda-memory-pool-byte-size=64MB']), /expects <gpu>:<bytes>, got '64MB'/);
-    assert.throws(() => parseFlags(['--rate-limit-resource=R1']), /expects <name>:<count>\[:<device>\]/);
+    // --rate-limit and --rate-limit-resource: Triton's own messages, src/cli/rate-limit-flags.test.ts
     assert.throws(() => parseFlags(['--host-policy=gpu_0,numa=0']), /expects <name>,numa-node=<id>/);
     assert.throws(() => parseFlags(['--model-load-gpu-limit=0:1.5']), /expects <gpu>:<fraction from 0 to 1>/);
   });
