@@ -15,7 +15,7 @@
  * The load generator (bench/gpu/loadgen-binary.ts, several processes) is measured first against a canned server
  * answering with a BERT-base fp32 response's size: its ceiling is printed beside the results.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,7 @@ import { decodeInferResponse, encodeInferRequest } from '../src/client/http-code
 import { ortLibraryDir } from '../src/backends/onnxruntime/capi/library.js';
 import { freePort, progress, ROOT, waitReady } from './common.js';
 import { averageBatch, cannedServer, drive, inferenceCounts, lines, script, split } from './gpu/http-load.js';
+import { best, fmt, nvidiaSmi } from './gpu/table.js';
 import { stopProcess } from './servers/server.js';
 import { gpuModels, modelConfig, SEQ } from './gpu/models.js';
 
@@ -304,10 +305,6 @@ async function nereid(work: string, transport: string, extra: string[]): Promise
   }
 }
 
-function fmt(n: number | undefined, digits = 0): string {
-  return n === undefined || Number.isNaN(n) ? '–' : n.toFixed(digits);
-}
-
 /** The report: Nereid rows against the onnxruntime baseline at its best batch, absolute numbers beside ratios. */
 function report(ceiling: Row[]): string {
   const out: string[] = [];
@@ -369,20 +366,6 @@ function report(ceiling: Row[]): string {
     out.push(`- c=${r.concurrency}: ${fmt(r.seq_s)} req/s, p50 ${fmt(r.p50_us)} µs (${r.model})`);
   if (skipped.length > 0) out.push('', '## Skipped or failed', '', ...skipped.map((s) => `- ${s}`));
   return `${out.join('\n')}\n`;
-}
-
-function best(rs: Row[]): Row | undefined {
-  return rs.reduce<Row | undefined>((a, r) => (a === undefined || r.seq_s > a.seq_s ? r : a), undefined);
-}
-
-function nvidiaSmi(): string {
-  try {
-    return execFileSync('nvidia-smi', ['--query-gpu=name,driver_version,memory.total', '--format=csv,noheader'], {
-      encoding: 'utf8',
-    }).trim();
-  } catch {
-    return 'nvidia-smi unavailable';
-  }
 }
 
 export async function runGpuBench(): Promise<void> {

@@ -30,6 +30,7 @@ import { encodeInferRequest } from '../src/client/http-codec.js';
 import { freePort, percentile, progress, ROOT, waitReady } from './common.js';
 import { stopProcess } from './servers/server.js';
 import { averageBatch, cannedServer, drive, inferenceCounts, split } from './gpu/http-load.js';
+import { nvidiaSmi } from './gpu/table.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string | undefined): string | undefined => {
@@ -258,7 +259,7 @@ function report(): string {
   const out = [
     `# TensorRT benchmark: ${plan} (${new Date().toISOString()})`,
     '',
-    `${gpuName()}; Node ${process.version}; ${MS} ms per point.`,
+    `${nvidiaSmi('name,driver_version')}; Node ${process.version}; ${MS} ms per point.`,
     '',
     '| what | batch / c | seq/s | p50 µs | p99 µs | avg batch |',
     '|---|---:|---:|---:|---:|---:|',
@@ -275,16 +276,6 @@ function report(): string {
     `- c=1 p50 − bare batch-1 p50: ${c1 && bareAt(1) ? (c1.p50_us - bareAt(1)!.p50_us).toFixed(0) : '?'} µs; allowed: canned round trip ${canned?.p50_us.toFixed(0) ?? '?'} + 150 µs`,
   ];
   return `${out.join('\n')}\n`;
-}
-
-function gpuName(): string {
-  try {
-    return execFileSync('nvidia-smi', ['--query-gpu=name,driver_version', '--format=csv,noheader'], {
-      encoding: 'utf8',
-    }).trim();
-  } catch {
-    return 'nvidia-smi unavailable';
-  }
 }
 
 if (plan === undefined || !existsSync(plan)) skip('no TensorRT plan (give --plan PATH or set NEREID_BENCH_PLAN)');

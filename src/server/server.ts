@@ -102,10 +102,7 @@ export class InferenceServer implements InferenceServerApi {
     this.#poller.unref();
   }
 
-  /**
-   * Poll mode's rescan (also run by tests): loads new models, reloads changed ones atomically, unloads removed
-   * ones. One poll at a time; a poll already running is awaited instead of starting another.
-   */
+  /** Poll mode's rescan (tests run it too): loads new, reloads changed (atomically), unloads removed; one at a time. */
   pollRepository(): Promise<unknown> {
     if (this.#closing) return Promise.resolve();
     this.#polling ??= this.#repo
