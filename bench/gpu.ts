@@ -23,8 +23,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decodeInferResponse, encodeInferRequest } from '../src/client/http-codec.js';
 import { ortLibraryDir } from '../src/backends/onnxruntime/capi/library.js';
-import { freePort, progress, ROOT, waitReady } from './common.js';
-import { averageBatch, cannedServer, drive, inferenceCounts, lines, script, split } from './gpu/http-load.js';
+import { progress, ROOT } from './common.js';
+import {
+  averageBatch,
+  cannedServer,
+  drive,
+  inferenceCounts,
+  lines,
+  script,
+  split,
+  startServe,
+} from './gpu/http-load.js';
 import { best, fmt, nvidiaSmi } from './gpu/table.js';
 import { stopProcess } from './servers/server.js';
 import { gpuModels, modelConfig, SEQ } from './gpu/models.js';
@@ -233,38 +242,16 @@ async function nereid(work: string, transport: string, extra: string[]): Promise
     await copyFile(m.file, join(repo, m.name, '1', 'model.onnx'));
     await writeFile(join(repo, m.name, 'config.pbtxt'), modelConfig(m, DRY));
   }
-  const port = await freePort();
-  const http = `127.0.0.1:${port}`;
   const instances = list.reduce((n, m) => n + m.count, 0);
   progress(`starting nereid (${MAIN}) with ${list.map((m) => m.name).join(', ')}`);
-  const t0 = performance.now();
-  const child = spawn(
-    process.execPath,
-    [
-      MAIN,
-      'serve',
-      `--model-repository=${repo}`,
-      `--http-port=${port}`,
-      '--http-address=127.0.0.1',
-      '--grpc-port=0',
-      '--metrics-port=0',
-      '--log-info=false',
-      `--backend-config=onnxruntime,transport=${transport}`,
-      ...extra,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
+  const { child, http, readyMs } = await startServe(
+    [MAIN],
+    repo,
+    [`--backend-config=onnxruntime,transport=${transport}`, ...extra],
+    { env: { ...process.env, UV_THREADPOOL_SIZE: String(instances + 8) } },
   );
-  let output = '';
-  const keep = (b: Buffer): void => void (output = (output + b.toString()).slice(-4000));
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
+  progress(`nereid ready in ${readyMs.toFixed(0)} ms`);
   try {
-    try {
-      const ms = await waitReady(`http://${http}/v2/health/ready`, t0, 180_000, () => child.exitCode === null);
-      progress(`nereid ready in ${ms.toFixed(0)} ms`);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${output}`);
-    }
     for (const m of list) {
       const { body, headers } = requestBody(m.vocab);
       const file = join(work, `${m.name}.bin`);

@@ -14,7 +14,7 @@
  * Inputs are the plan's profile-0 opt shape past the batch dim, zero-filled (valid token ids). Writes
  * DIR/tensorrt-<label>.md and .json (default DIR bench/results).
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -27,9 +27,9 @@ import { resolveEnvironment } from '../src/backends/tensorrt/environment.js';
 import { backendOptions } from '../src/backends/tensorrt/options.js';
 import { finalizeConfig, type ModelConfig } from '../src/config/model-config.js';
 import { encodeInferRequest } from '../src/client/http-codec.js';
-import { freePort, percentile, progress, ROOT, waitReady } from './common.js';
+import { percentile, progress, ROOT } from './common.js';
 import { stopProcess } from './servers/server.js';
-import { averageBatch, cannedServer, drive, inferenceCounts, split } from './gpu/http-load.js';
+import { averageBatch, cannedServer, drive, inferenceCounts, split, startServe } from './gpu/http-load.js';
 import { nvidiaSmi } from './gpu/table.js';
 
 const args = process.argv.slice(2);
@@ -193,36 +193,9 @@ async function overHttp(config: ModelConfig, work: string): Promise<void> {
     join(repo, 'trt', 'config.pbtxt'),
     `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n`,
   );
-  const port = await freePort();
-  const http = `127.0.0.1:${port}`;
-  const t0 = performance.now();
-  const child = spawn(
-    process.execPath,
-    [
-      '--conditions=nereid-source',
-      '--import',
-      'tsx',
-      join(ROOT, 'src/cli/main.ts'),
-      'serve',
-      `--model-repository=${repo}`,
-      `--http-port=${port}`,
-      '--http-address=127.0.0.1',
-      '--grpc-port=0',
-      '--metrics-port=0',
-      '--log-info=false',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  const keep = (b: Buffer): void => void (output = (output + b.toString()).slice(-4000));
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
+  const entry = ['--conditions=nereid-source', '--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
+  const { child, http } = await startServe(entry, repo, [], { readyMs: 300_000 });
   try {
-    try {
-      await waitReady(`http://${http}/v2/health/ready`, t0, 300_000, () => child.exitCode === null);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${output}`);
-    }
     const path = '/v2/models/trt/infer';
     for (const c of [1, 64, 128]) {
       const before = await inferenceCounts(http, 'trt');

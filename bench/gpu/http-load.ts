@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { percentile } from '../common.js';
+import { freePort, percentile, waitReady } from '../common.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 
@@ -129,4 +129,36 @@ export function split(
   const n = Math.max(1, b.requests - a.requests);
   const us = (k: 'queueNs' | 'inputNs' | 'inferNs' | 'outputNs'): number => (b[k] - a[k]) / n / 1e3;
   return { queue: us('queueNs'), input: us('inputNs'), infer: us('inferNs'), output: us('outputNs') };
+}
+
+/**
+ * `nereid serve` on 127.0.0.1 (a free HTTP port; gRPC and metrics on ports of their own) from `entry` (node
+ * arguments naming the CLI), resolved once /v2/health/ready answers; the error carries the server's last output.
+ */
+export async function startServe(
+  entry: string[],
+  repo: string,
+  extra: string[],
+  opts: { env?: NodeJS.ProcessEnv; readyMs?: number } = {},
+): Promise<{ child: ChildProcess; http: string; readyMs: number }> {
+  const port = await freePort();
+  const http = `127.0.0.1:${port}`;
+  const t0 = performance.now();
+  const args = [...entry, 'serve', `--model-repository=${repo}`, `--http-port=${port}`, '--http-address=127.0.0.1'];
+  const child = spawn(process.execPath, [...args, '--grpc-port=0', '--metrics-port=0', '--log-info=false', ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: opts.env ?? process.env,
+  });
+  let output = '';
+  const keep = (b: Buffer): void => void (output = (output + b.toString()).slice(-4000));
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  try {
+    const alive = (): boolean => child.exitCode === null;
+    const readyMs = await waitReady(`http://${http}/v2/health/ready`, t0, opts.readyMs ?? 180_000, alive);
+    return { child, http, readyMs };
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${output}`);
+  }
 }

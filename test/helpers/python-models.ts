@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { after, afterEach } from 'node:test';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseModelConfigOrThrow } from '../../src/config/index.js';
@@ -123,4 +125,24 @@ export function outputOf(r: EngineResponse | Error | null | undefined, name: str
   const t = r.outputs.find((o) => o.name === name);
   if (t === undefined) throw new Error(`no output ${name}`);
   return t;
+}
+
+/**
+ * `loadPython` for a test file whose models are unloaded after each test, and which fails at the end if any
+ * shared-memory segment of this process's stubs outlived them.
+ */
+export function trackedLoads(): (...args: Parameters<typeof loadPython>) => Promise<Loaded> {
+  const opened: Loaded[] = [];
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((m) => m.handle.unload()));
+  });
+  after(() => {
+    const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_python_${process.pid}x`));
+    assert.deepEqual(left, [], 'no shared-memory segment outlives its process');
+  });
+  return async (...args) => {
+    const m = await loadPython(...args);
+    opened.push(m);
+    return m;
+  };
 }

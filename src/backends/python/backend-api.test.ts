@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
-import { after, afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { UnavailableError } from '../../core/errors.js';
 import type { InferRequest, InferResponse } from '../../core/inference.js';
 import type { Tensor } from '../../core/tensor.js';
@@ -9,11 +8,10 @@ import {
   FIXTURES,
   fixtureConfig,
   fp32,
-  loadPython,
+  trackedLoads,
   outputOf,
   recorder,
   request,
-  type Loaded,
 } from '../../../test/helpers/python-models.js';
 import { pythonBackend } from './backend.js';
 import { noopLogger } from '../../core/logger.js';
@@ -25,19 +23,7 @@ import { join } from 'node:path';
  */
 
 const never = new AbortController().signal;
-const opened: Loaded[] = [];
-async function load(...args: Parameters<typeof loadPython>): Promise<Loaded> {
-  const m = await loadPython(...args);
-  opened.push(m);
-  return m;
-}
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((m) => m.handle.unload()));
-});
-after(() => {
-  const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_python_${process.pid}x`));
-  assert.deepEqual(left, [], 'no shared-memory segment outlives its process');
-});
+const load = trackedLoads();
 
 describe('python backend: decoupled models', () => {
   it('streams responses from threads after execute returned, then the final flag alone (repeat)', async () => {

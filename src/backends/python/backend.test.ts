@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
 import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { after, afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledError, InternalError, InvalidArgError, NereidError, UnavailableError } from '../../core/errors.js';
 import type { Tensor } from '../../core/tensor.js';
@@ -12,11 +11,10 @@ import {
   FIXTURES,
   fixtureConfig,
   fp32,
-  loadPython,
+  trackedLoads,
   outputOf,
   recorder,
   request,
-  type Loaded,
 } from '../../../test/helpers/python-models.js';
 import { ROOT } from '../runtime/process/python-env.js';
 import { noopLogger } from '../../core/logger.js';
@@ -28,19 +26,7 @@ import { join } from 'node:path';
  */
 
 const never = new AbortController().signal;
-const opened: Loaded[] = [];
-async function load(...args: Parameters<typeof loadPython>): Promise<Loaded> {
-  const m = await loadPython(...args);
-  opened.push(m);
-  return m;
-}
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((m) => m.handle.unload()));
-});
-after(() => {
-  const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_python_${process.pid}x`));
-  assert.deepEqual(left, [], 'no shared-memory segment outlives its process');
-});
+const load = trackedLoads();
 
 const params = (mode: string) => ({ parameters: { mode } });
 const x4 = () => fp32('INPUT0', [1, 2, 3, 4]);
