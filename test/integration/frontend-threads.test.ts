@@ -357,7 +357,10 @@ describe('--reuse-http-port and --reuse-grpc-port', () => {
       }
       // Refused before any model loads, naming the flag (src/port-check.ts), or by the bind itself.
       await assert.rejects(serve({ ...base, ...ports, allowGrpc: false }), /EADDRINUSE|already in use/);
-      await assert.rejects(serve({ ...base, ...ports, allowHttp: false }), /EADDRINUSE|No address added|already in use/);
+      await assert.rejects(
+        serve({ ...base, ...ports, allowHttp: false }),
+        /EADDRINUSE|No address added|already in use/,
+      );
     } finally {
       await a.close();
       await rm(repo, { recursive: true, force: true });
