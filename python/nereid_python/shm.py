@@ -116,6 +116,12 @@ class ChildArena:
             assert off is not None
             return seg.id, off, seg.array[off : off + n]
 
+    def span(self, seg_id: int) -> tuple[int, int]:
+        """(address, size) of a whole segment: what an engine pins once for copies into its blocks."""
+        with self._lock:
+            array = self._segments[seg_id].array
+        return array.ctypes.data, array.nbytes
+
     def free(self, seg_id: int, off: int) -> None:
         with self._lock:
             if 0 <= seg_id < len(self._segments):

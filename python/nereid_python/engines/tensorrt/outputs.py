@@ -28,7 +28,7 @@ def copy_out(inst, out_shapes: dict[str, list[int]], per_request: list[tuple[int
     """Queues the copies on the instance's output stream; returns, per request, {name: array view of its rows}
     (valid once the stream's work is done), or None where the block cannot be used."""
     arena = STATE.arena
-    if arena is None or not hasattr(arena, "_segments"):
+    if arena is None:
         return None
     layout = []  # (request k, name, rel, nbytes, source offset, shape)
     total = 0
@@ -45,8 +45,7 @@ def copy_out(inst, out_shapes: dict[str, list[int]], per_request: list[tuple[int
     if total == 0:
         return None
     seg, off, view = arena.alloc(total)
-    segment = arena._segments[seg].array
-    inst.shared.pinning.ensure(segment.ctypes.data, segment.nbytes)
+    inst.shared.pinning.ensure(*arena.span(seg))
     base = view.ctypes.data
     out: list[dict] = [{} for _ in per_request]
     for k, name, rel, n, src, shape in layout:
