@@ -211,10 +211,10 @@ describe('python backend: faults in model code', () => {
       inst.execute([request([x4()], ['OUTPUT0'], params('hang'))], recorder(), never),
       /^InternalError: instance faulty_0 \(python process \d+\) did not return from execute within 2 s and was killed$/,
     );
+    // Not killed before its 2 s deadline; that it was killed at all (not left hanging) is what the host's message
+    // above says. No upper wall-clock bound: a loaded machine may take any time to deliver the kill.
     const took = Date.now() - t0;
-    // Killed at its 2 s deadline, not left hanging; 20 s is an order of magnitude above normal, which load does not
-    // reach (the message above already names the deadline).
-    assert.ok(took >= 2000 && took < 20_000, `killed after ${took} ms`);
+    assert.ok(took >= 2000, `killed after ${took} ms, before its deadline`);
     assert.match((await inst.died).message, /did not return from execute within 2 s/);
   });
 
