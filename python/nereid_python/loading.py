@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import TritonModelException
 from .runtime import STATE, channel
 from .tensor import Tensor, write_tensors
 
@@ -35,9 +36,7 @@ class _ControlCall:
             STATE.calls.pop(msg["call"], None)
 
 
-def _exception(message: str):
-    from .api import TritonModelException  # api imports this module
-
+def _exception(message: str) -> TritonModelException:
     return TritonModelException(message)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import weakref
 
-from .api import TritonModelException
+from .errors import TritonModelException
 from .runtime import STATE, channel
 
 

@@ -1,7 +1,7 @@
 """Process-wide state of the stub, set once by ``stub.main`` before any model code runs.
 
-Kept in its own module so the public API (``api.py``) can reach the channel and the shared memory without an
-import cycle with the stub.
+Kept in its own module so the public API (request.py, bls.py, logger.py ...) can reach the channel and the shared
+memory without an import cycle with the stub.
 """
 
 from __future__ import annotations
