@@ -45,8 +45,14 @@ const OUT = arg('out', join(ROOT, 'bench/results'))!;
 const LABEL = arg('label', 'gpu')!;
 const INSTANCES = Number(arg('instances', '2'));
 const BARE_BATCHES = [1, 8, 32, 64];
-/** Front-end thread counts of the HTTP rows (`--threads 1,0`; 0 = the server's default). */
-const THREADS = arg('threads', '1,0')!.split(',').map(Number);
+/**
+ * The servers of the HTTP rows (`--servers plain/1,tuned/1,tuned/0`): the model's config as Triton's defaults
+ * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, coalesce-request-input), each with that
+ * many front-end threads (0 = the server's default, one per core from 4 cores).
+ */
+const SERVERS = arg('servers', 'plain/1,tuned/1,tuned/0')!
+  .split(',')
+  .map((v) => ({ tuned: v.startsWith('tuned'), threads: Number(v.split('/')[1] ?? 1) }));
 
 interface Row {
   what: string;
@@ -220,14 +226,17 @@ async function overHttp(config: ModelConfig, work: string): Promise<void> {
   } finally {
     await stopProcess(canned.child);
   }
-  const repo = join(work, 'repo');
-  await mkdir(join(repo, 'trt', '1'), { recursive: true });
-  await copyFile(plan!, join(repo, 'trt', '1', 'model.plan'));
-  await writeFile(
-    join(repo, 'trt', 'config.pbtxt'),
-    `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n`,
-  );
-  for (const threads of THREADS) await serveAndDrive(repo, file, headers, threads);
+  for (const server of SERVERS) {
+    const repo = join(work, server.tuned ? 'tuned' : 'plain');
+    await mkdir(join(repo, 'trt', '1'), { recursive: true });
+    await copyFile(plan!, join(repo, 'trt', '1', 'model.plan'));
+    const graphs = server.tuned ? 'optimization { cuda { graphs: true } }\n' : '';
+    await writeFile(
+      join(repo, 'trt', 'config.pbtxt'),
+      `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n${graphs}`,
+    );
+    await serveAndDrive(repo, file, headers, server.threads, server.tuned);
+  }
 }
 
 /**
@@ -240,12 +249,16 @@ async function serveAndDrive(
   file: string,
   headers: Record<string, string>,
   threads: number,
+  tuned: boolean,
 ): Promise<void> {
   const prof = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
   const entry = [...prof, '--conditions=nereid-source', '--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
   const flags = threads > 0 ? [`--http-thread-count=${threads}`] : [];
+  if (tuned) flags.push('--backend-config=tensorrt,coalesce-request-input=true');
   const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000 });
-  const label = threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads';
+  const label =
+    (tuned ? ', graphs + coalesced inputs' : ', config as given') +
+    (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads');
   try {
     const path = '/v2/models/trt/infer';
     for (const c of [1, 64, 128]) {

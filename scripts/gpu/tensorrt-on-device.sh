@@ -190,7 +190,7 @@ if [ "$mode" = bench ]; then
     step "10b. where the time goes: the same benchmark profiled (V8 --cpu-prof of bench and server, cProfile of each python child)"
     P="$OUT/prof"; mkdir -p "$P"
     NEREID_BENCH_PROFILE="$P" node --cpu-prof --cpu-prof-dir="$P" --conditions=nereid-source --import "$ROOT/node_modules/tsx/dist/loader.mjs" \
-      bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$P" --label profiled --ms 2000 --threads 1 2>&1 | grep -v '^|' | tail -12
+      bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$P" --label profiled --ms 2000 --servers tuned/1 2>&1 | grep -v '^|' | tail -12
     tsnode bench/gpu/profile-top.ts "$P" 25
     for f in "$P"/py-*.txt; do [ -f "$f" ] && { echo "--- $f"; grep -v '^$' "$f" | grep -E '###|tottime|^ +[0-9]' | awk '/###/{n=0} {if (n++ < 24) print}'; }; done
   fi
