@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import type { LogEntry } from '../helpers/recording-logger.js';
@@ -30,14 +30,22 @@ const servers: TestServer[] = [];
 
 beforeEach(() => {
   process.env.PYTHONPATH = DOUBLE;
-  repo = tempDir('nereid-trt-onnx-repo-');
-  cache = join(tempDir('nereid-trt-onnx-cache-'), 'plans');
-  log = join(tempDir('nereid-trt-onnx-log-'), 'events.jsonl');
+  repo = dir('nereid-trt-onnx-repo-');
+  cache = join(dir('nereid-trt-onnx-cache-'), 'plans');
+  log = join(dir('nereid-trt-onnx-log-'), 'events.jsonl');
   process.env.NEREID_TRT_DOUBLE_LOG = log;
 });
 
+const made: string[] = [];
+const dir = (prefix: string): string => {
+  const d = tempDir(prefix);
+  made.push(d);
+  return d;
+};
+
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
   for (const [k, v] of saved) {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
@@ -174,7 +182,7 @@ describe('tensorrt backend: concurrent builders of one plan', { timeout: 300_000
   }
 
   it('two models sharing one ONNX file, loading together, build it once', async () => {
-    const gate = join(tempDir('nereid-trt-gate-'), 'open');
+    const gate = join(dir('nereid-trt-gate-'), 'open');
     process.env.NEREID_TRT_DOUBLE_BUILD_GATE = gate;
     const onnx = addOnnx();
     writeOnnxModel(repo, 'a', onnx);
@@ -194,7 +202,7 @@ describe('tensorrt backend: concurrent builders of one plan', { timeout: 300_000
   });
 
   it('two servers loading the same model at once: one builds, the other waits and reuses it', async () => {
-    const gate = join(tempDir('nereid-trt-gate-'), 'open');
+    const gate = join(dir('nereid-trt-gate-'), 'open');
     process.env.NEREID_TRT_DOUBLE_BUILD_GATE = gate;
     writeOnnxModel(repo, 'enc', addOnnx());
     const logs: LogEntry[][] = [[], []];

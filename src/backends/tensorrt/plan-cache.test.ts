@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { parseModelConfigOrThrow } from '../../config/index.js';
 import { InvalidArgError } from '../../core/errors.js';
-import { tempDir } from '../../../test/helpers/tensorrt-onnx.js';
+import { tempDir as makeTemp } from '../../../test/helpers/tensorrt-onnx.js';
 import { onnxBuildOptions } from './onnx-plan.js';
 import { hashOnnx, PlanCache, planKey, STALE_MS, type PlanKeyParts } from './plan-cache.js';
 
@@ -34,6 +34,14 @@ async function storeEntry(cache: PlanCache, key: string, bytes = 'PLAN-BYTES'): 
     build_seconds: 1,
   });
 }
+
+const made: string[] = [];
+const tempDir = (prefix: string): string => {
+  const d = makeTemp(prefix);
+  made.push(d);
+  return d;
+};
+after(() => made.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 const expect = { trtVersion: BASE.trtVersion, gpu: BASE.gpu };
 
