@@ -259,7 +259,7 @@ describe('tensorrt backend: what an ONNX load refuses', () => {
       /model 'enc': TensorRT could not build a plan from .*model\.onnx: .*Error Code 10: Internal Error/,
     );
     const res = await post(`${s.url}/v2/repository/models/enc/load`);
-    assert.notEqual(res.status, 200);
+    assert.equal(res.status, 400, "a failed load is 400, as Triton's 'load failed for model'");
     assert.match(((await res.json()) as { error: string }).error, /Could not find any implementation for node/);
     const left = existsSync(cache) ? entries(cache).flatMap((k) => readdirSync(join(cache, k))) : [];
     assert.deepEqual(left, [], 'no plan and no entry.json were left');
