@@ -172,6 +172,38 @@ describe('tensorrt backend: a model.onnx is built into a plan once, and reused',
   });
 });
 
+describe('tensorrt backend: a model.onnx with a partial config', () => {
+  it('a config with no inputs or outputs is completed from the plan built with batch 1..max_batch_size', async () => {
+    writeOnnxModel(repo, 'enc', addOnnx(), 'name: "enc"\nbackend: "tensorrt"\nmax_batch_size: 8\n');
+    const s = await start();
+    const cfg = (await (await fetch(`${s.url}/v2/models/enc/config`)).json()) as {
+      max_batch_size: number;
+      input: { name: string; dims: string[] }[];
+    };
+    assert.equal(cfg.max_batch_size, 8);
+    assert.deepEqual(
+      cfg.input.map((i) => [i.name, i.dims.map(Number)]),
+      [
+        ['INPUT0', [4]],
+        ['INPUT1', [4]],
+      ],
+    );
+    assert.deepEqual(await infer(s.url, 'enc'), ANSWER);
+    assert.equal(buildsIn(log), 1, 'auto-complete and the load that followed built once');
+  });
+
+  it('BAD CONFIG - max_batch_size 0 and a dynamic dim the config does not give: the load names the parameters', async () => {
+    writeOnnxModel(repo, 'enc', addOnnx(), 'name: "enc"\nbackend: "tensorrt"\n');
+    const s = await start([], { exitOnError: false });
+    const [m] = await index(s.url);
+    assert.equal(m.state, 'UNAVAILABLE');
+    assert.match(
+      m.reason,
+      /input 'INPUT0' has dynamic dims \[-1,4\]: give parameters min_shapes, opt_shapes and max_shapes/,
+    );
+  });
+});
+
 describe('tensorrt backend: concurrent builders of one plan', { timeout: 300_000 }, () => {
   /** Holds every build until a load is seen waiting for it (the double's build gate), then lets it finish. */
   async function openGateOnWait(logs: LogEntry[][], gate: string): Promise<void> {

@@ -31,6 +31,8 @@ export interface ConvertSpec {
   io_formats?: { inputs?: IOFormat[]; outputs?: IOFormat[] };
   /** Inputs with no shapes whose only dynamic dim is the first get 1..max (opt) there (max_batch_size). */
   batch?: { opt: number; max: number };
+  /** Where shapes come from, for the message about an input with dynamic dims and none (default: the flags). */
+  shapes_from?: string;
 }
 
 export function runBuilder(

@@ -197,6 +197,7 @@ async function build(
     int8: false,
     version_compatible: false,
     device: r.device,
+    shapes_from: 'parameters min_shapes, opt_shapes and max_shapes (or declare the input in config.pbtxt)',
     ...r.options,
   };
   try {

@@ -1,7 +1,8 @@
 """``python -m nereid_python.engines.tensorrt.convert --spec JSON``: ONNX -> TensorRT plan, the seed's builder-API
 recipe with trtexec's common options. ``nereid convert`` (src/cli/convert.ts) parses the command line and passes
 the spec: ``{"onnx", "output", "shapes": {input: {"min", "opt", "max"}}, "precision": "fp32"|"fp16"|"bf16",
-"int8": bool, "calibration_cache", "workspace_mib", "version_compatible", "timing_cache", "device", "batch": {"opt", "max"}}``.
+"int8": bool, "calibration_cache", "workspace_mib", "version_compatible", "timing_cache", "device", "batch": {"opt", "max"}, "shapes_from"}`` (the last two from the tensorrt backend's
+ONNX loads: the batch range of inputs given no shapes, and what to name where shapes are missing).
 
 Progress and TensorRT's warnings go to stderr as lines; the last stdout line is the JSON answer:
 ``{"plan": path, "bytes": n, "trt_version": v, ...}`` or ``{"error": {"c": code, "m": message}}``.
@@ -207,7 +208,7 @@ def run(spec: dict) -> dict:
             if any(d < 0 for d in dims):
                 shown = "[" + ",".join(map(str, dims)) + "]"
                 example = "x".join(str(d) if d >= 0 else "N" for d in dims)
-                raise ConvertError(f"input '{t.name}' has dynamic dims {shown}: give --minShapes/--optShapes/--maxShapes for it ({t.name}:{example} with N filled in)")
+                raise ConvertError(f"input '{t.name}' has dynamic dims {shown}: give {spec.get('shapes_from') or '--minShapes/--optShapes/--maxShapes'} for it ({t.name}:{example} with N filled in)")
             continue
         lo, opt, hi = s["min"], s["opt"], s["max"]
         for name, shape in (("min", lo), ("opt", opt), ("max", hi)):
