@@ -77,8 +77,16 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
     signal: AbortSignal | undefined,
     reuse: boolean,
   ): Promise<string> {
-    if (!modelPath.endsWith('.onnx')) return modelPath;
     const where = `model '${config.name ?? ''}'`;
+    if (!modelPath.endsWith('.onnx')) {
+      const unused = ONNX_BUILD_PARAMETERS.filter((k) => config.parameters?.[k] !== undefined);
+      if (unused.length > 0) {
+        logger.warn(
+          `${where}: parameter(s) ${unused.join(', ')} apply to a model.onnx built at load; ${modelPath} is a plan already`,
+        );
+      }
+      return modelPath;
+    }
     const options = onnxBuildOptions(config, where);
     const st = await stat(modelPath);
     const stamp = `${st.size}:${st.mtimeMs}`;
