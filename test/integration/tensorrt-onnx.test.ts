@@ -18,6 +18,7 @@ const ENV = [
   'NEREID_TRT_DOUBLE_LOG',
   'NEREID_TRT_DOUBLE_VERSION',
   'NEREID_CUDA_DOUBLE_NAME',
+  'NEREID_CUDA_DOUBLE_GPUS',
   'NEREID_TRT_DOUBLE_BUILDER',
   'NEREID_TRT_DOUBLE_BUILD_GATE',
 ];
@@ -121,6 +122,28 @@ describe('tensorrt backend: a model.onnx is built into a plan once, and reused',
     const again = await start();
     assert.equal(buildsIn(log), 1, 'a restarted server found it too');
     assert.deepEqual(await infer(again.url, 'enc'), ANSWER);
+  });
+
+  it('instances on two GPUs of the same model share the one plan built on the first', async () => {
+    process.env.NEREID_CUDA_DOUBLE_GPUS = '2';
+    writeOnnxModel(
+      repo,
+      'enc',
+      addOnnx(),
+      ADD_CONFIG('enc', 'instance_group { count: 1 kind: KIND_GPU gpus: [0, 1] }'),
+    );
+    const s = await start([], { gpus: [0, 1] });
+    assert.equal(buildsIn(log), 1);
+    for (let i = 0; i < 4; i++) assert.deepEqual(await infer(s.url, 'enc'), ANSWER);
+    const deserialized = readFileSync(log, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('"ev": "deserialize"') || l.includes('"ev":"deserialize"'));
+    // The probe that read the plan's facts, then one engine process per GPU: three processes read the one plan.
+    assert.equal(
+      new Set(deserialized.map((l) => (JSON.parse(l) as { pid: number }).pid)).size,
+      3,
+      'the probe and one engine process per GPU loaded it',
+    );
   });
 
   it('other build options, another TensorRT version or another GPU model each get an entry of their own', async () => {
