@@ -8,10 +8,14 @@
 #   core         set-up and check, the real API against the double's, plans TensorRT must refuse, `nereid convert`
 #                with the seed's flags, version-compatible, seed 001 end to end, every seed-000 option observed
 #   bench        BERT-base fp16 built by `nereid convert`, the TensorRT benchmark next to bare TensorRT
+#   onnx         (after export and core's set-up) BERT-base's model.onnx served by the tensorrt backend: built at the
+#                first load into a fresh plan cache, reused by a reload, a second instance and a restart (times,
+#                builds counted), answers against onnxruntime's CPU provider; ONNX_PRECISIONS="fp32 fp16" (default).
+#                NEREID_ONNX_DRY=1 runs it here against the TensorRT test double (a tiny identity model instead)
 # Output: stdout; files in $OUT (device tool) or /tmp/trt-out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-mode=${1:?usage: tensorrt-on-device.sh stage PATH | export | core | bench}
+mode=${1:?usage: tensorrt-on-device.sh stage PATH | export | core | bench | onnx}
 C=/tmp/trtcarry
 OUT=${OUT:-/tmp/trt-out}
 H=/tmp/nereid-trt-home
@@ -44,7 +48,16 @@ if [ "$mode" = export ]; then
   exit 0
 fi
 
-# core and bench: Node, TensorRT and the recorded environment.
+if [ "$mode" = onnx ] && [ "${NEREID_ONNX_DRY:-}" = 1 ]; then
+  step "11 (dry). ONNX on the tensorrt backend against the TensorRT test double: wiring only, times mean nothing"
+  export PATH="$ROOT/node_modules/.bin:$PATH" PYTHONPATH="$ROOT/test/fixtures/tensorrt/double"
+  DPY=$ROOT/.venv/bin/python; [ -x "$DPY" ] || DPY=$PY
+  "$DPY" scripts/gpu/trt_models.py identity "$M/identity"
+  OUT="$OUT" tsnode scripts/gpu/tensorrt-onnx.ts "$M/identity/model.onnx" /tmp/trt-onnx-dry; echo "exit: $?"
+  exit 0
+fi
+
+# core, bench and onnx: Node, TensorRT and the recorded environment.
 if [ ! -x /tmp/trt-node/node ]; then TRT_NODE_PACK="$C/trt" source "$C/trt/setup.sh"; else export PATH=/tmp/trt-node:$PATH; fi
 [ -e node_modules ] || ln -s /tmp/trt-node/node_modules node_modules
 W="$C/wheels"
@@ -194,6 +207,16 @@ if [ "$mode" = bench ]; then
     tsnode bench/gpu/profile-top.ts "$P" 25
     for f in "$P"/py-*.txt; do [ -f "$f" ] && { echo "--- $f"; grep -v '^$' "$f" | grep -E '###|tottime|^ +[0-9]' | awk '/###/{n=0} {if (n++ < 24) print}'; }; done
   fi
+  exit 0
+fi
+if [ "$mode" = onnx ]; then
+  step "11. BERT-base's model.onnx on the tensorrt backend: built at the first load, then from the plan cache"
+  [ -f "$M/bert/model.onnx" ] || { echo "no $M/bert/model.onnx: run the export phase first"; exit 1; }
+  [ -f "$H/env.json" ] || { echo "no $H/env.json: run the core phase's set-up (step 1) on this machine first"; exit 1; }
+  for p in ${ONNX_PRECISIONS:-fp32 fp16}; do
+    PRECISION=$p OUT="$OUT" tsnode scripts/gpu/tensorrt-onnx.ts "$M/bert/model.onnx" "/tmp/trt-onnx-$p"; echo "$p exit: $?"
+    ls -la /tmp/trt-onnx-$p/plans/*/ 2>/dev/null | tail -4
+  done
   exit 0
 fi
 echo "unknown mode $mode"; exit 2

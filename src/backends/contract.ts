@@ -240,6 +240,11 @@ export interface BackendDescriptor {
   readonly platforms: readonly string[];
   /** File name in a version folder; '' when the backend reads no file (the version folder itself). */
   readonly defaultModelFilename: string;
+  /**
+   * Files it loads instead when the default one is absent and the config names no `default_model_filename`, in
+   * order (tensorrt: `model.onnx`, built into a plan at load).
+   */
+  readonly alternateModelFilenames?: readonly string[];
   /** Datatypes the engine can run; a config naming another is a load error. */
   readonly datatypes: readonly DataType[];
   /** Optional config sections this backend supports (beyond those every backend has). */

@@ -122,6 +122,10 @@ export const FLAGS = {
     kind: 'list',
     help: 'Backend settings <backend>,<key>=<value>[,<key>=<value>...], or <key>=<value> for every backend (repeatable); backends onnxruntime, tensorrt, pytorch, python (docs/<backend>-backend.md lists their keys).',
   },
+  'tensorrt-plan-cache': {
+    kind: 'string',
+    help: "Nereid's own: the folder of TensorRT plans built from model.onnx files (the same as --backend-config=tensorrt,plan-cache-directory=DIR; default ~/.cache/nereid/tensorrt/plans).",
+  },
   'strict-model-config': {
     kind: 'bool',
     help: 'Deprecated: true disables auto-complete.',
