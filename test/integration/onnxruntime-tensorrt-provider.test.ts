@@ -163,10 +163,7 @@ describe("onnxruntime's TensorRT provider: refused where it cannot run, its path
         { trt_engine_cache_path: 'out/cache' },
         /'out\/cache' resolves outside the model folder through a symbolic link/,
       ],
-      [
-        { trt_extra_plugin_lib_paths: 'a.so;/usr/lib/b.so' },
-        /trt_extra_plugin_lib_paths '[^']*b\.so' is an absolute/,
-      ],
+      [{ trt_extra_plugin_lib_paths: 'a.so;/usr/lib/b.so' }, /trt_extra_plugin_lib_paths '[^']*b\.so' is an absolute/],
     ] as const) {
       const res = await post(`${code.url}/v2/repository/models/seed003/load`, {
         parameters: { config: config(parameters) },
