@@ -21,7 +21,7 @@ const ORT_GPU_VERSION = '1.30.0';
 /** How to get the provider libraries `files` into `dir`. */
 const howToGet = (files: readonly string[], dir: string): string =>
   `copy ${files.join(', ')} from the onnxruntime/capi/ folder of the onnxruntime-gpu ${ORT_GPU_VERSION} wheel ` +
-  `(PyPI) into ${dir}, beside libonnxruntime.so.1 (\`nereid gpu setup\` does this for the CUDA provider)`;
+  `(PyPI) into ${dir}, beside libonnxruntime.so.1 (\`nereid gpu setup\` installs them)`;
 
 /** What each provider needs beside libonnxruntime, and how to get what it needs from the system. */
 const PROVIDER_LIBS: Record<ProviderPlan['name'], { files: string[]; system: string }> = {
@@ -176,17 +176,22 @@ export function appendProvider(options: Ptr, plan: ProviderPlan, where: string):
   }
 }
 
-/** onnxruntime's "key=value;..." text of a provider options struct (the string freed with its allocator). */
+/**
+ * onnxruntime's "key=value;..." text of a provider options struct (the string freed with its allocator). Only
+ * for the log: a failure to read it back is told in the text, never a load error.
+ */
 function optionsAsString(providerOptions: Ptr, cuda: boolean): string {
   const api = ortApi();
   const allocator: Out = [null];
-  check(api.GetAllocatorWithDefaultOptions(allocator));
   const text: Out = [null];
-  const get = cuda ? api.GetCUDAProviderOptionsAsString : api.GetTensorRTProviderOptionsAsString;
-  check(get(providerOptions, allocator[0], text));
   try {
+    check(api.GetAllocatorWithDefaultOptions(allocator));
+    const get = cuda ? api.GetCUDAProviderOptionsAsString : api.GetTensorRTProviderOptionsAsString;
+    check(get(providerOptions, allocator[0], text));
     return koffi.decode(text[0], 'char', -1) as string;
+  } catch (err) {
+    return `(not readable: ${(err as Error).message})`;
   } finally {
-    check(api.AllocatorFree(allocator[0], text[0]));
+    if (text[0] !== null) api.AllocatorFree(allocator[0], text[0]);
   }
 }
