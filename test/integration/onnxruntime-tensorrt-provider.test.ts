@@ -137,7 +137,7 @@ describe("onnxruntime's TensorRT provider: refused where it cannot run, its path
   });
 
   it('BAD CONFIG - cache paths leaving the model folder and bad option values are INVALID_ARG (HTTP and gRPC)', async () => {
-    await refused('escapes', /trt_engine_cache_path': '..\/..\/elsewhere' leaves the model folder/);
+    await refused('escapes', /trt_engine_cache_path': '..\/..\/elsewhere' leaves the version folder/);
     await refused('bad_table', /int8_calibration_table_name': expected a file name inside trt_engine_cache_path/);
     await refused('bad_level', /trt_builder_optimization_level': expected an integer from 0 to 5, got '9'/);
   });
@@ -176,7 +176,7 @@ describe("onnxruntime's TensorRT provider: refused where it cannot run, its path
     if (hasNvinfer()) return;
     // Inside the model folder it passes confinement and reaches the provider check.
     const res = await post(`${code.url}/v2/repository/models/seed003/load`, {
-      parameters: { config: config({ trt_engine_cache_enable: '1', trt_engine_cache_path: '../trt-cache' }) },
+      parameters: { config: config({ trt_engine_cache_enable: '1', trt_engine_cache_path: 'trt-cache' }) },
     });
     assert.equal(res.status, 400);
     assert.match(((await res.json()) as { error: string }).error, /libnvinfer\.so\.10' is missing/);

@@ -1,5 +1,5 @@
 import { mkdir } from 'node:fs/promises';
-import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, resolve, sep } from 'node:path';
 import { InvalidArgError, UnavailableError } from '../../core/errors.js';
 import type { SessionPlan } from './options-capi.js';
 import type { ProviderPlan } from './provider-options.js';
@@ -8,10 +8,12 @@ import type { ProviderPlan } from './provider-options.js';
  * Where the paths of onnxruntime's TensorRT provider options point. onnxruntime takes a relative path from the
  * server's working directory, and with `trt_engine_cache_enable` but no `trt_engine_cache_path` it writes its
  * engines there: neither is a place an operator chooses. Nereid resolves each relative path against the model's
- * version folder (the folder of `model.onnx`: an engine belongs to one ONNX file), lets it climb at most to the
- * model folder (`../trt-cache` for a folder the versions share) and defaults an enabled cache's folder to the
- * version folder. An absolute path in the repository's config is the operator's and is kept; a load request's
- * paths are checked through the filesystem as well (repository/confine.ts). Pure but for `createTensorrtFolders`.
+ * version folder (the folder of `model.onnx`) and keeps it inside that folder, and defaults an enabled cache's
+ * folder to the version folder. Not the model folder: onnxruntime names a cached engine after the model file's
+ * name and its graph's structure, not its weights, so two versions of one architecture sharing a folder would
+ * serve each other's engines. An absolute path in the repository's config is the operator's and is kept; a load
+ * request's paths are checked through the filesystem as well (repository/confine.ts). Pure but for
+ * `createTensorrtFolders`.
  */
 
 /** Options naming a folder onnxruntime writes into (and Nereid creates before the session). */
@@ -30,13 +32,9 @@ const within = (root: string, p: string): boolean => p === root || p.startsWith(
 
 /**
  * `providers` with the TensorRT provider's paths made absolute (see above). `versionDir`: the folder holding the
- * model file; `modelDir`: the model folder a relative path may not leave. Throws INVALID_ARG naming the option.
+ * model file, which a relative path may not leave. Throws INVALID_ARG naming the option.
  */
-export function resolveTensorrtPaths(
-  providers: readonly ProviderPlan[],
-  versionDir: string,
-  modelDir: string,
-): ResolvedTensorrt {
+export function resolveTensorrtPaths(providers: readonly ProviderPlan[], versionDir: string): ResolvedTensorrt {
   const folders: string[] = [];
   const out = providers.map((p) => {
     if (p.name !== 'tensorrt') return p;
@@ -44,10 +42,10 @@ export function resolveTensorrtPaths(
     const one = (key: string, value: string): string => {
       if (isAbsolute(value)) return resolve(value);
       const abs = resolve(versionDir, value);
-      if (!within(resolve(modelDir), abs)) {
+      if (!within(resolve(versionDir), abs)) {
         throw new InvalidArgError(
           `optimization.execution_accelerators.gpu_execution_accelerator 'tensorrt' parameter '${key}': ` +
-            `'${value}' leaves the model folder (a relative path is taken from the version folder and must stay ` +
+            `'${value}' leaves the version folder (a relative path is taken from the version folder and must stay ` +
             'within model directory; give an absolute path for a folder elsewhere)',
         );
       }
@@ -84,20 +82,13 @@ export function resolveTensorrtPaths(
 }
 
 /**
- * The folder a relative path of the model's TensorRT options is taken from, and the folder it may not leave: the
- * version folder when the model file is inside it (`<model>/<version>/model.onnx`), else the model file's folder.
+ * The folder relative paths of the model's TensorRT options are taken from and kept in: the version folder when
+ * the model file is inside it (`<model>/<version>/model.onnx`), else the model file's folder.
  */
-export function providerPathBases(
-  modelDir: string,
-  version: number,
-  modelPath: string,
-): { versionDir: string; root: string } {
-  const versionDir = join(modelDir, String(version));
-  if (within(resolve(versionDir), resolve(modelPath)) && resolve(versionDir) !== resolve(modelPath)) {
-    return { versionDir: resolve(versionDir), root: resolve(modelDir) };
-  }
-  const folder = dirname(resolve(modelPath));
-  return { versionDir: folder, root: dirname(folder) };
+export function providerPathBase(modelDir: string, version: number, modelPath: string): string {
+  const versionDir = resolve(modelDir, String(version));
+  const file = resolve(modelPath);
+  return within(versionDir, file) && versionDir !== file ? versionDir : dirname(file);
 }
 
 /** `plan` with its TensorRT paths resolved for the model at `modelPath` (see resolveTensorrtPaths). */
@@ -106,8 +97,7 @@ export function withTensorrtPaths(
   ctx: { modelDir: string; version: number; modelPath: string },
 ): { plan: SessionPlan; folders: readonly string[] } {
   if (!plan.gpuProviders.some((p) => p.name === 'tensorrt')) return { plan, folders: [] };
-  const { versionDir, root } = providerPathBases(ctx.modelDir, ctx.version, ctx.modelPath);
-  const r = resolveTensorrtPaths(plan.gpuProviders, versionDir, root);
+  const r = resolveTensorrtPaths(plan.gpuProviders, providerPathBase(ctx.modelDir, ctx.version, ctx.modelPath));
   return { plan: Object.freeze({ ...plan, gpuProviders: r.providers }), folders: r.folders };
 }
 

@@ -7,7 +7,7 @@ import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError } from '../../core/errors.js';
 import { missingProviderLibrary, NVINFER } from './capi/providers.js';
 import { planSession, providersFor } from './options-capi.js';
-import { providerPathBases, resolveTensorrtPaths, withTensorrtPaths } from './provider-paths.js';
+import { providerPathBase, resolveTensorrtPaths, withTensorrtPaths } from './provider-paths.js';
 
 /**
  * onnxruntime's TensorRT execution provider as seed 003 configures it: each Triton parameter → the provider option
@@ -99,17 +99,16 @@ describe("onnxruntime's TensorRT provider options (seed 003)", () => {
 
 describe('TensorRT provider paths', () => {
   const ver = '/repo/m/1';
-  const root = '/repo/m';
   const resolved = (parameters: Record<string, string>): { o: Record<string, string>; folders: readonly string[] } => {
-    const r = resolveTensorrtPaths(planSession(trt(parameters)).gpuProviders, ver, root);
+    const r = resolveTensorrtPaths(planSession(trt(parameters)).gpuProviders, ver);
     return { o: Object.fromEntries(r.providers[0].options), folders: r.folders };
   };
 
-  it('a relative cache path is taken from the version folder; one climbing to the model folder is shared', () => {
+  it('a relative cache path is taken from the version folder, and may climb within it', () => {
     const r = resolved({ trt_engine_cache_enable: '1', trt_engine_cache_path: 'trt-cache' });
     assert.equal(r.o.trt_engine_cache_path, '/repo/m/1/trt-cache');
     assert.deepEqual(r.folders, ['/repo/m/1/trt-cache']);
-    assert.equal(resolved({ trt_engine_cache_path: '../shared' }).o.trt_engine_cache_path, '/repo/m/shared');
+    assert.equal(resolved({ trt_engine_cache_path: 'a/../b' }).o.trt_engine_cache_path, '/repo/m/1/b');
   });
 
   it('an enabled cache without a path gets the version folder (never the working directory); timing follows it', () => {
@@ -133,25 +132,27 @@ describe('TensorRT provider paths', () => {
     assert.equal(r.o.trt_extra_plugin_lib_paths, '/repo/m/1/plugins/a.so;/opt/b.so');
   });
 
-  for (const key of ['trt_engine_cache_path', 'trt_timing_cache_path', 'trt_ep_context_file_path']) {
-    it(`BAD CONFIG - a relative ${key} leaving the model folder is INVALID_ARG`, () => {
+  // A folder the versions share would serve one version's engine to another (same file name, same graph).
+  for (const [key, value] of [
+    ['trt_engine_cache_path', '../shared'],
+    ['trt_timing_cache_path', '../../elsewhere'],
+    ['trt_ep_context_file_path', '../ctx.onnx'],
+    ['trt_extra_plugin_lib_paths', 'a.so;../b.so'],
+  ]) {
+    it(`BAD CONFIG - a relative ${key} leaving the version folder is INVALID_ARG`, () => {
       assert.throws(
-        () => resolved({ [key]: '../../elsewhere' }),
+        () => resolved({ [key]: value }),
         (e: unknown) =>
           e instanceof InvalidArgError &&
-          new RegExp(`'${key}': '../../elsewhere' leaves the model folder.*must stay within model directory`).test(
-            e.message,
-          ),
+          e.message.includes(`'${key}': '${value.split(';').pop()}' leaves the version folder`) &&
+          /must stay within model directory/.test(e.message),
       );
     });
   }
 
   it('the version folder is the one holding the model file; a plan without TensorRT is left alone', () => {
-    assert.deepEqual(providerPathBases('/repo/m', 3, '/repo/m/3/model.onnx'), {
-      versionDir: '/repo/m/3',
-      root: '/repo/m',
-    });
-    assert.deepEqual(providerPathBases('/x/m.onnx', 1, '/x/v/m.onnx'), { versionDir: '/x/v', root: '/x' });
+    assert.equal(providerPathBase('/repo/m', 3, '/repo/m/3/model.onnx'), '/repo/m/3');
+    assert.equal(providerPathBase('/x/m.onnx', 1, '/x/v/m.onnx'), '/x/v');
     const plan = planSession({});
     assert.equal(
       withTensorrtPaths(plan, { modelDir: '/repo/m', version: 1, modelPath: '/repo/m/1/model.onnx' }).plan,
