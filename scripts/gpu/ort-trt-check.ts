@@ -196,7 +196,10 @@ await section('engine cache and timing cache: written on first load, reused on r
   const second = await load();
   const after2 = await files(cache);
   log(`   second load + run: ${second.ms.toFixed(0)} ms (${(second.ms / first.ms).toFixed(2)} of the first)`);
-  const same = after1.size === after2.size && [...after1].every(([f, s]) => after2.get(f)?.mtimeMs === s.mtimeMs);
+  const same =
+    after1.size > 0 &&
+    after1.size === after2.size &&
+    [...after1].every(([f, s]) => after2.get(f)?.mtimeMs === s.mtimeMs);
   seen(same, 'the reload reused the cache: same files, mtimes unchanged');
   seen(second.ms < first.ms, 'the reload was faster than the first load (no engine build)');
   seen(maxDiff(first.y, second.y) === 0, 'the cached engine answers exactly as the built one');
