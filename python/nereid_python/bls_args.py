@@ -1,4 +1,4 @@
-"""What a BLS ``InferenceRequest`` takes beyond ``api.py``'s plain fields, kept apart from it.
+"""What a BLS ``InferenceRequest`` takes beyond ``request.py``'s plain fields, kept apart from it.
 
 Names: Triton's binding takes ``model_name`` and requested output names as ``str`` or ``bytes`` (a model that reads
 the name from a BYTES input passes bytes); both become ``str`` here, anything else is a TypeError as the binding's.

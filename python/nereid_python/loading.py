@@ -11,33 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime import STATE, channel
+from .errors import TritonModelException
+from .runtime import STATE, round_trip
 from .tensor import Tensor, write_tensors
 
 #: Phases of the instance code running on a thread (``STATE.local.phase``) in which Triton refuses this API.
 _REFUSED_PHASES = {"auto_complete": "auto_complete_config", "finalize": "finalize"}
 
 
-class _ControlCall:
-    """One model-control call waiting for its answer (delivered on the channel's reader with ``cv`` held)."""
-
-    def __init__(self) -> None:
-        self.final = False
-        self.error = None
-        self.params: dict = {}
-
-    def deliver(self, msg: dict) -> None:
-        if msg.get("e"):
-            self.error = msg["e"]
-        self.params = msg.get("p") or {}
-        if msg.get("fin"):
-            self.final = True
-            STATE.calls.pop(msg["call"], None)
-
-
-def _exception(message: str):
-    from .api import TritonModelException  # api imports this module
-
+def _exception(message: str) -> TritonModelException:
     return TritonModelException(message)
 
 
@@ -59,21 +41,15 @@ def _name(api: str, value, what: str = "model_name") -> str:
 
 
 def _control(api: str, msg: dict) -> dict:
-    ch = channel()
-    call = _ControlCall()
-    with ch.cv:
-        cid = next(STATE.call_ids)
-        STATE.calls[cid] = call
+    """One ``mctl`` round trip; the answer's parameters, or the server's error raised."""
     msg["op"] = "mctl"
-    msg["call"] = cid
     msg["api"] = api
     if getattr(STATE.local, "phase", None) == "initialize":
         msg["init"] = True
-    ch.send(msg)
-    ch.wait_for(lambda: call.final)
-    if call.error is not None:
-        raise _exception(call.error.get("m", f"pb_utils.{api} failed"))
-    return call.params
+    answer = round_trip(msg)
+    if answer.get("e"):
+        raise _exception(answer["e"].get("m", f"pb_utils.{api} failed"))
+    return answer.get("p") or {}
 
 
 def _file_tensors(files) -> list:

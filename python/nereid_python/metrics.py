@@ -12,8 +12,8 @@ from __future__ import annotations
 import enum
 import weakref
 
-from .api import TritonModelException
-from .runtime import STATE, channel
+from .errors import TritonModelException
+from .runtime import STATE, round_trip
 
 
 class MetricKind(enum.IntEnum):
@@ -30,30 +30,14 @@ _CLEARED = (
 )
 
 
-class _Reply:
-    """One metric call waiting for its ``metric_resp`` (delivered by the channel's reader, ``cv`` held)."""
-
-    msg: dict | None = None
-
-    def deliver(self, msg: dict) -> None:
-        self.msg = msg
-        STATE.calls.pop(msg.get("call"), None)
-
-
 def _call(body: dict, prefix: str) -> dict:
-    ch = channel()
-    reply = _Reply()
-    with ch.cv:
-        cid = next(STATE.call_ids)
-        STATE.calls[cid] = reply
+    """One ``metric`` round trip; the answer, or its error raised after ``prefix`` (Triton's wording)."""
     body["op"] = "metric"
-    body["call"] = cid
-    ch.send(body)
-    ch.wait_for(lambda: reply.msg is not None)
-    err = reply.msg.get("e")
+    answer = round_trip(body)
+    err = answer.get("e")
     if err:
         raise TritonModelException(prefix + str(err.get("m", "")))
-    return reply.msg
+    return answer
 
 
 def _forget(body: dict) -> None:

@@ -1,5 +1,5 @@
 """Config helpers of ``triton_python_backend_utils`` that read the model config dict (``json.loads(args["model_config"])``)
-and are not part of ``api.py``'s request/response vocabulary.
+and are not part of the request/response vocabulary (request.py, response.py).
 """
 
 from __future__ import annotations

@@ -8,25 +8,26 @@ non-final responses meanwhile (they reach the client as they are sent).
 
 from __future__ import annotations
 
-from . import api
+from .constants import TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+from .errors import TritonModelException
 
 _API = "InferenceRequest.set_release_flags"
-_KNOWN = api.TRITONSERVER_REQUEST_RELEASE_ALL | api.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+_KNOWN = TRITONSERVER_REQUEST_RELEASE_ALL | TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 
 
 def set_release_flags(request, flags) -> None:
     """RELEASE_ALL (the default), or with RELEASE_RESCHEDULE: run the request again once execute returned."""
     if isinstance(flags, bool) or not isinstance(flags, int) or flags & ~_KNOWN:
-        raise api.TritonModelException(
+        raise TritonModelException(
             f"{_API}: flags must be TRITONSERVER_REQUEST_RELEASE_ALL or TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, got {flags!r}"
         )
-    if flags & api.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+    if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
         args = request._sender_args
         if args is None:
-            raise api.TritonModelException(f"{_API}: only a request handed to execute() can be rescheduled")
+            raise TritonModelException(f"{_API}: only a request handed to execute() can be rescheduled")
         runner, batch_id = args[0], args[1]
         if not runner.iterative:
-            raise api.TritonModelException(
+            raise TritonModelException(
                 f"{_API}(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE): request rescheduling needs "
                 "sequence_batching { iterative_sequence: true } in the model configuration"
             )
@@ -34,7 +35,7 @@ def set_release_flags(request, flags) -> None:
             batch = runner.batches.get(batch_id)
             running = batch is not None and not batch.returned
         if not running:
-            raise api.TritonModelException(
+            raise TritonModelException(
                 f"{_API}(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) must be called before execute() returns"
             )
     request._release = flags
@@ -46,7 +47,7 @@ def released(requests, batch, lock) -> list:
     out = []
     with lock:
         for i, r in enumerate(requests):
-            if r._release & api.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE and not batch.final[i]:
+            if r._release & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE and not batch.final[i]:
                 batch.final[i] = True
                 batch.open -= 1
                 out.append(i)

@@ -3,7 +3,7 @@ whole batch)."""
 
 from __future__ import annotations
 
-from .api import InferenceResponse
+from .response import InferenceResponse
 from .reschedule import check_entry
 
 

@@ -7,7 +7,8 @@ docs/python-backend.md has the table of every API: supported, or refused with an
 from __future__ import annotations
 
 from . import datatypes
-from .api import TRITONSERVER_MEMORY_CPU, TRITONSERVER_MEMORY_GPU, TritonModelException
+from .constants import TRITONSERVER_MEMORY_CPU, TRITONSERVER_MEMORY_GPU
+from .errors import TritonModelException
 
 #: Config type name -> numpy type, as Triton's table (``TYPE_STRING`` -> ``np.object_``; BF16 as datatypes.py has it).
 TRITON_STRING_TO_NUMPY = {

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import cuda, datatypes, dlpack
 from .dlpack import KDL_CUDA
+from .errors import TritonModelException
 from .runtime import STATE
 from .shm import ALIGN, decode_bytes_elements, encode_bytes_elements
 
@@ -48,8 +49,6 @@ class Tensor:
         try:
             datatype = datatypes.from_numpy(array.dtype)
         except TypeError:
-            from .api import TritonModelException
-
             raise TritonModelException(f"Tensor '{name}': numpy dtype {array.dtype} has no Triton datatype") from None
         self._name = name
         self._array = array
@@ -80,8 +79,6 @@ class Tensor:
 
     def as_numpy(self) -> np.ndarray:
         if self._dev is not None:
-            from .api import TritonModelException
-
             raise TritonModelException(GPU_AS_NUMPY)
         return self._array
 
@@ -97,8 +94,6 @@ class Tensor:
     def to_dlpack(self):
         """A DLPack capsule viewing this tensor's memory (no copy); BYTES tensors have no DLPack form."""
         if self._datatype == "BYTES":
-            from .api import TritonModelException
-
             raise TritonModelException(f"Tensor '{self._name}': BYTES tensors cannot be exported to DLPack")
         d = self._dev
         if d is not None:
@@ -120,8 +115,6 @@ class Tensor:
         """A tensor from a DLPack capsule or any object with ``__dlpack__`` (a torch tensor, say), no copy. A CUDA
         tensor stays on its GPU (``is_cpu()`` False): an output in it is copied device to device, into the client's
         CUDA region when the request placed the output there, else to the host."""
-        from .api import TritonModelException
-
         if hasattr(dlpack, "__dlpack__"):
             source = dlpack
             device = source.__dlpack_device__() if hasattr(source, "__dlpack_device__") else (1, 0)
@@ -161,8 +154,6 @@ def _capsule_device(capsule) -> tuple[int, int]:
 def _from_cuda_dlpack(name: str, given, source) -> Tensor:
     """A GPU tensor over a producer's CUDA memory: the capsule is kept (not consumed), so the producer's memory
     lives as long as this Tensor. Triton's rule: C-contiguous only."""
-    from .api import TritonModelException
-
     capsule = given if not hasattr(given, "__dlpack__") else source.__dlpack__()
     try:
         d = dlpack.describe(capsule)

@@ -123,12 +123,14 @@ if [ "$mode" = core ]; then
   nereid convert --onnx "$M/unsupported.onnx" --saveEngine "$R/unsup/1/model.plan" 2>&1 | tail -3; echo "exit: $?"
 
   fi
+  if want 7; then
   step "7. plans for the option checks (TensorRT's Python API: several profiles, a plugin layer)"
   for what in ${STEP7:-mlp profiles plugin}; do trtpy scripts/gpu/trt_models.py $what "$M" 2>&1 | grep -v -i warn | tail -3; done
   trtpy scripts/gpu/trt_models.py plugin-check "$M/plugin/1/model.plan"
   echo "--- a workspace of 1 MiB for an MLP 2048-8192-2048 at batch 2048:"
   [ -f "$M/wide.onnx" ] && nereid convert --onnx "$M/wide.onnx" --saveEngine "$R/tiny-ws/1/model.plan" --workspace 1 \
     --minShapes=x:1x2048 --optShapes=x:512x2048 --maxShapes=x:2048x2048 2>&1 | tail -3; echo "exit: $?"
+  fi
 
   if want 8; then
   step "8. seed 001 end to end: the blog's trtexec flags verbatim, its repository, its server flags, its client"
@@ -167,9 +169,11 @@ PBTXT
   kill $spid; wait $spid 2>/dev/null
 
   fi
+  if want 9; then
   step "9. every seed-000 option observed (engine trace)"
   mkdir -p "$M/seed001/model_2/1"
   NEREID_ORDER_LIBS=/tmp/trt-node tsnode scripts/gpu/tensorrt-options.ts "$M"; echo "options exit: $?"
+  fi
   exit 0
 fi
 
@@ -180,8 +184,16 @@ if [ "$mode" = bench ]; then
   [ -f "$R/bert/1/model.plan" ] || nereid convert --onnx "$M/bert/model.onnx" --saveEngine "$R/bert/1/model.plan" --fp16 \
     --minShapes=$S --optShapes=${S//1x128/32x128} --maxShapes=${S//1x128/64x128} 2>&1 | tail -4
   echo "built in $(( $(date +%s) - t )) s: $(ls -la "$R/bert/1/model.plan")"
-  tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
+  want bert && tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
   [ -f "$M/mlp/1/model.plan" ] && want mlp && tsnode bench/tensorrt.ts --plan "$M/mlp/1/model.plan" --out "$OUT" --label mlp --ms 2000
+  if want profile; then
+    step "10b. where the time goes: the same benchmark profiled (V8 --cpu-prof of bench and server, cProfile of each python child)"
+    P="$OUT/prof"; mkdir -p "$P"
+    NEREID_BENCH_PROFILE="$P" node --cpu-prof --cpu-prof-dir="$P" --conditions=nereid-source --import "$ROOT/node_modules/tsx/dist/loader.mjs" \
+      bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$P" --label profiled --ms 2000 --threads 1 2>&1 | grep -v '^|' | tail -12
+    tsnode bench/gpu/profile-top.ts "$P" 25
+    for f in "$P"/py-*.txt; do [ -f "$f" ] && { echo "--- $f"; grep -v '^$' "$f" | grep -E '###|tottime|^ +[0-9]' | awk '/###/{n=0} {if (n++ < 24) print}'; }; done
+  fi
   exit 0
 fi
 echo "unknown mode $mode"; exit 2

@@ -3,6 +3,7 @@ import type { DataType } from '../core/datatypes.js';
 import type { DeviceMemory, RequestDeviceMemory } from '../core/device.js';
 import type { Parameters } from '../core/inference.js';
 import type { Logger } from '../core/logger.js';
+import type { Lease } from '../core/lease.js';
 import type { Tensor } from '../core/tensor.js';
 
 /**
@@ -60,12 +61,20 @@ export interface EngineRequest {
   readonly parameters?: Readonly<Parameters>;
   /** Present when some input or requested output lives in device memory (see the ownership rules above). */
   readonly device?: RequestDeviceMemory;
+  /**
+   * The caller releases `EngineResponse.lease` once it no longer reads the outputs: the engine or its transport
+   * may answer with outputs that view memory it lends (core/lease.ts) instead of copying them out. Unset: the
+   * outputs must own their bytes.
+   */
+  readonly viewsOk?: boolean;
 }
 
 /** One response to a request: exactly the outputs it asked for, in its order. GIVEN to the host. */
 export interface EngineResponse {
   outputs: Tensor[];
   parameters?: Parameters;
+  /** Set only for a request with `viewsOk`: the outputs view lent memory, given back by `release`. */
+  lease?: Lease;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { Lease } from './lease.js';
 import type { RequestDeviceMemory } from './device.js';
 import type { Tensor } from './tensor.js';
 
@@ -61,4 +62,9 @@ export interface InferResponse {
   id?: string;
   parameters?: Parameters;
   outputs: InferOutput[];
+  /**
+   * Set only when the caller asked for views (`InferOptions.views`): the outputs view lent memory, and the caller
+   * must call `release` once it no longer reads them (after the write, or when it gives up on the response).
+   */
+  lease?: Lease;
 }

@@ -90,6 +90,8 @@ export async function runBatch(
   const answer = (i: number): void => {
     const m = members[i];
     const err = errors[i];
+    // An answer that is not delivered gives its lent memory back here (engine-side views, core/lease.ts).
+    if (err !== undefined || m.signal?.aborted || rescheduled[i]) last[i]?.lease?.release();
     if (err !== undefined) return settle(m, () => m.reject(err));
     if (m.signal?.aborted) return settle(m, () => m.reject(new CancelledError('request was cancelled')));
     if (rescheduled[i]) return settle(m, () => rescheduleOrFail(m, instance.name, i));
@@ -100,12 +102,16 @@ export async function runBatch(
 
   const sendTaken = (i: number, response: EngineResponse | Error | null, opts: { final: boolean }) => {
     let taken: void | Promise<void> = undefined;
-    if (i < 0 || i >= n || final[i]) return;
+    if (i < 0 || i >= n || final[i]) {
+      if (response !== null && !(response instanceof Error)) response.lease?.release();
+      return;
+    }
     if (response instanceof Error) {
       errors[i] = NereidError.from(response);
       final[i] = true;
     } else {
       if (response !== null) {
+        last[i]?.lease?.release();
         last[i] = response;
         taken = members[i].onResponse?.(response);
       }

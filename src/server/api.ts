@@ -45,6 +45,12 @@ export interface InferOptions extends CallOptions {
    * model's `send()` then waits (backpressure) where its transport can make it (the process transport can).
    */
   onResponse?: (response: InferResponse) => void | Promise<void>;
+  /**
+   * The caller will release the response's `lease` once it has written the outputs: they may then view memory an
+   * engine lends (a child process's shared-memory block) instead of being copied out for it. Only a caller that
+   * releases on every path may set it; the server ignores it where the outputs are kept (cache, sequences).
+   */
+  views?: boolean;
 }
 
 export interface InferenceServerApi extends InferenceServerExtensions {

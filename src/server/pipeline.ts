@@ -53,14 +53,17 @@ export class InferencePipeline {
     const scheduler = version.scheduler;
     if (!scheduler) throw new UnavailableError(`model '${model.name}' version ${version.version} is not ready`);
     let engineRequest = checked.request;
-    if (sequence !== undefined || parameters !== request.parameters) {
-      engineRequest = { ...engineRequest, correlationId: sequence?.correlationId, parameters };
+    // Device tensors carry no host data to hash (#takesDeviceTensors keeps them from cached models anyway).
+    const cache = version.stats.cache === undefined || engineRequest.device !== undefined ? undefined : this.#cache;
+    // Views of lent memory only where nothing keeps the outputs past the caller's write: not cached answers,
+    // not sequences (implicit state), not decoupled streams.
+    const views = opts.views === true && cache === undefined && sequence === undefined && onResponse === undefined;
+    if (sequence !== undefined || parameters !== request.parameters || views) {
+      engineRequest = { ...engineRequest, correlationId: sequence?.correlationId, parameters, viewsOk: views };
     }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
-    // Device tensors carry no host data to hash (#takesDeviceTensors keeps them from cached models anyway).
-    const cache = version.stats.cache === undefined || engineRequest.device !== undefined ? undefined : this.#cache;
     // The slot belongs to this load of the version: a reload or unload forgets it (see ResponseCache).
     const slot = cache?.slot(version, cacheKey(model.name, version.version, engineRequest, parameters));
     const hit = slot === undefined ? undefined : cache?.lookup(slot);
@@ -101,7 +104,16 @@ export class InferencePipeline {
       });
     }
     // A decoupled request's responses went out through onResponse; what settles it is the final flag.
-    return target.respond(request, checked.outputs, onResponse ? { outputs: [] } : result);
+    if (onResponse) return target.respond(request, checked.outputs, { outputs: [] });
+    if (result.lease === undefined) return target.respond(request, checked.outputs, result);
+    try {
+      const response = target.respond(request, checked.outputs, result);
+      response.lease = result.lease;
+      return response;
+    } catch (err) {
+      result.lease.release();
+      throw err;
+    }
   }
 
   /** Stores a computed answer; a response larger than the whole cache is said once per version. */

@@ -222,7 +222,8 @@ export class InferenceServer implements InferenceServerApi {
         deviceTensors: this.#takesDeviceTensors(request, opts),
       });
       try {
-        return bound.finish(await this.#infer(bound.request, opts));
+        // No views: finish() copies the outputs into the client's regions, and a lease is released by the caller.
+        return bound.finish(await this.#infer(bound.request, opts.views ? { ...opts, views: false } : opts));
       } finally {
         bound.release();
       }

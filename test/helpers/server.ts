@@ -23,7 +23,7 @@ export async function startNereid(opts: Partial<ServeOptions> & { repositories?:
     grpcAddress: '127.0.0.1',
     httpThreadCount: TEST_FRONTEND_THREADS,
     // Tests close servers while their HTTP clients still pool idle connections: close those at once instead of
-    // serving them for the shutdown's keep-alive grace (tested on its own in limits.test.ts).
+    // serving them for the shutdown's keep-alive grace (tested on its own in limits-http-connections.test.ts).
     httpDrainIdleMs: 0,
     ...opts,
     httpPort: 0,

@@ -1,3 +1,4 @@
+import { finished } from 'node:stream';
 import { forwardedHeaders } from '../kserve/header-forward.js';
 import { modelConfigToJson } from '../../config/index.js';
 import { readBody } from './body.js';
@@ -53,7 +54,11 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
   }
 
   // Aborted when the client goes away: queued work is dropped, running work is discarded.
-  const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket), resolved });
+  // Views: the outputs may stay in an engine's memory until written; `finished` gives it back once the response
+  // is flushed to the socket, failed or cut (also when that already happened).
+  const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket), resolved, views: true });
+  const lease = response.lease;
+  if (lease !== undefined) finished(res, () => lease.release());
   const encoded = await encodeInferResponse(response, decoded.plan, ctx.maxResponseBytes);
   if (encoded.headerLength === undefined) {
     await send(req, res, 200, 'application/json', encoded.header, {}, { compressible: true });

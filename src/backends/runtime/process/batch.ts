@@ -72,12 +72,17 @@ export function deliver(
   final: boolean,
   check: ((request: EngineRequest, response: EngineResponse) => EngineResponse) | undefined,
 ): void | Promise<void> {
-  if (b.final[index]) return;
+  if (b.final[index]) {
+    if (resp !== null && !(resp instanceof Error)) resp.lease?.release();
+    return;
+  }
   let r = resp;
   if (r !== null && !(r instanceof Error) && check !== undefined) {
+    const given = r;
     try {
-      r = check(b.requests[index], r);
+      r = check(b.requests[index], given);
     } catch (e) {
+      given.lease?.release();
       r = NereidError.from(e);
     }
   }

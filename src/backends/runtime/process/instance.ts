@@ -6,6 +6,7 @@ import {
   NereidError,
   UnavailableError,
 } from '../../../core/errors.js';
+import { SharedLease, type Lease } from '../../../core/lease.js';
 import type { Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
 import type { ChildProcessHost, HostedInstance } from './child.js';
@@ -24,7 +25,7 @@ import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type Devi
  *
  * Threading: main thread only. Ownership: inputs are copied into shared memory before `execute` returns control,
  * so the caller's buffers are never kept; outputs are copied out of the child's block into one new ArrayBuffer
- * per message and given to the responder. With `deviceMemory`, tensors in client CUDA memory on that device
+ * per message and given to the responder — or, for requests that take views, view the block under a lease. With `deviceMemory`, tensors in client CUDA memory on that device
  * cross as IPC handle + offset instead (process/device.ts): the child reads and writes them in place.
  */
 
@@ -172,13 +173,18 @@ export class ProcessInstance implements Instance, HostedInstance {
     return `instance ${this.name} (${this.#host.label})`;
   }
 
-  /** The tensors of a child message (one list per response); the child's block is handed back either way. */
+  /**
+   * The tensors of a child message (one list per response) and, when they view the child's block (`lend`: every
+   * request of the message took views), one lease share per response; otherwise the block is handed back now.
+   */
   #read(
     blk: [number, number] | null | undefined,
     groups: (WireResponse | null | undefined)[],
     slots: readonly DeviceSlots[],
-  ): Tensor[][] {
+    lend: boolean,
+  ): { tensors: Tensor[][]; leases?: Lease[] } {
     let bytes = 0;
+    let lent = false;
     try {
       const r = readTensorGroups(
         this.#host.peer,
@@ -186,12 +192,26 @@ export class ProcessInstance implements Instance, HostedInstance {
         groups.map((g) => g?.o),
         this.#who(),
         slots,
+        lend,
       );
       bytes = r.bytes;
-      return r.tensors;
+      lent = r.lent;
+      if (!lent || !blk) return { tensors: r.tensors };
+      return { tensors: r.tensors, leases: this.#lend(blk, bytes, groups.length) };
     } finally {
-      if (blk) this.#host.freeLater(blk[0], blk[1], bytes);
+      if (blk && !lent) this.#host.freeLater(blk[0], blk[1], bytes);
     }
+  }
+
+  /** `count` shares of a child block the host's tensors view: handed back (and the mapping kept) until all released. */
+  #lend(blk: [number, number], bytes: number, count: number): Lease[] {
+    const host = this.#host;
+    host.peer.hold();
+    const block = new SharedLease(count, () => {
+      host.freeLater(blk[0], blk[1], bytes);
+      host.peer.unhold();
+    });
+    return Array.from({ length: count }, () => block.share());
   }
 
   #onResp(msg: Extract<FromChild, { op: 'resp' }>): void {
@@ -206,7 +226,10 @@ export class ProcessInstance implements Instance, HostedInstance {
     else if (msg.none) resp = null;
     else {
       try {
-        resp = { outputs: this.#read(msg.blk, [msg], [b.requests[msg.i].device?.outputs])[0] };
+        const req = b.requests[msg.i];
+        const r = this.#read(msg.blk, [msg], [req.device?.outputs], req.viewsOk === true);
+        resp = { outputs: r.tensors[0] };
+        if (r.leases) resp.lease = r.leases[0];
         if (msg.p) resp.parameters = msg.p;
       } catch (e) {
         resp = NereidError.from(e);
@@ -240,22 +263,30 @@ export class ProcessInstance implements Instance, HostedInstance {
       return;
     }
     if (msg.r) {
-      let outputs: Tensor[][] | undefined;
+      let read: { tensors: Tensor[][]; leases?: Lease[] } | undefined;
       let readError: Error | undefined;
       try {
-        outputs = this.#read(
+        read = this.#read(
           msg.blk,
           msg.r,
           b.requests.map((r) => r.device?.outputs),
+          b.requests.every((r) => r.viewsOk === true),
         );
       } catch (e) {
         readError = NereidError.from(e);
       }
       msg.r.forEach((r, i) => {
+        const lease = read?.leases?.[i];
+        if (r === null || i >= b.requests.length || r.e || readError) lease?.release();
         if (r === null || i >= b.requests.length) return;
         if (r.e) this.#deliver(b, i, errorFromCompact(r.e, 'model error'), true);
         else if (readError) this.#deliver(b, i, readError, true);
-        else this.#deliver(b, i, r.p ? { outputs: outputs![i], parameters: r.p } : { outputs: outputs![i] }, true);
+        else {
+          const resp: EngineResponse = { outputs: read!.tensors[i] };
+          if (r.p) resp.parameters = r.p;
+          if (lease) resp.lease = lease;
+          this.#deliver(b, i, resp, true);
+        }
       });
     }
     for (const i of Array.isArray(msg.rs) ? msg.rs : []) rescheduled(b, i, this.name);

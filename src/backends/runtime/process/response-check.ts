@@ -52,7 +52,10 @@ export function responseChecker(
       if (spec !== undefined) outputs.push(checkOne(t!, spec, batching ? request.batchSize : undefined, fail));
       else outputs.push(t!);
     }
-    return response.parameters === undefined ? { outputs } : { outputs, parameters: response.parameters };
+    const checked: EngineResponse = { outputs };
+    if (response.parameters !== undefined) checked.parameters = response.parameters;
+    if (response.lease !== undefined) checked.lease = response.lease;
+    return checked;
   };
 }
 

@@ -191,6 +191,9 @@ export class HostArena {
 export class PeerSegments {
   readonly #prefix: string;
   readonly #maps: Mapping[] = [];
+  /** Blocks whose bytes the host's tensors still view (lent): the mappings outlive close() until they are back. */
+  #held = 0;
+  #closed = false;
 
   constructor(prefix: string) {
     this.#prefix = prefix;
@@ -218,12 +221,29 @@ export class PeerSegments {
     return map.bytes!.subarray(off, off + size);
   }
 
+  /** A block is lent to tensors: unmapping waits for its `unhold` (a view of unmapped memory would crash). */
+  hold(): void {
+    this.#held++;
+  }
+
+  unhold(): void {
+    if (--this.#held === 0 && this.#closed) this.#unmap();
+  }
+
+  /** Blocks lent now (tests and leak checks). */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** Unlinks the segments now; unmaps them now, or when the last lent block is given back. */
   close(): void {
-    for (const m of this.#maps) {
-      if (m === undefined) continue;
-      m.unmap();
-      unlinkQuietly(m.path);
-    }
+    this.#closed = true;
+    for (const m of this.#maps) if (m !== undefined) unlinkQuietly(m.path);
+    if (this.#held === 0) this.#unmap();
+  }
+
+  #unmap(): void {
+    for (const m of this.#maps) m?.unmap();
     this.#maps.length = 0;
   }
 }

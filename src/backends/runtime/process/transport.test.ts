@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { noopLogger } from '../../../core/logger.js';
+import type { EngineResponse } from '../../contract.js';
 import { FIXTURES, fp32, outputOf, recorder, request } from '../../../../test/helpers/python-models.js';
 import { resolveInterpreter } from '../../python/interpreter.js';
 import { childEnv } from './python-env.js';
@@ -121,6 +122,76 @@ describe('ChildProcessHost', () => {
     assert.equal(usage.used, 0, 'every input block was handed back');
     assert.equal(usage.segments, 1, 'no segment was added after the first');
     await inst.destroy();
+  });
+
+  describe('outputs lent to requests that take views (viewsOk)', () => {
+    const N = 20_000; // 80 KB of FP32: above LEND_MIN_BYTES, so the block is lent rather than copied
+    const values = (k: number) => Array.from({ length: N }, (_, i) => k * 1e5 + i);
+    const make = async (tag: string) => {
+      const host = await start(`nereid_test_${process.pid}_lend_${tag}_`);
+      const inst = await ProcessInstance.create(host, {
+        name: 'm_0',
+        payload: payload('m_0'),
+        decoupled: false,
+        executeTimeoutMs: 0,
+        destroyGraceMs: 5000,
+        ownsProcess: true,
+        logger: noopLogger,
+      });
+      return { host, inst };
+    };
+    const never = new AbortController().signal;
+    const run = async (inst: ProcessInstance, k: number, viewsOk: boolean) => {
+      const r = recorder();
+      await inst.execute([request([fp32('INPUT0', values(k))], ['OUTPUT0'], { viewsOk })], r, never);
+      const resp = r.finals().get(0) as EngineResponse;
+      return { resp, data: outputOf(resp, 'OUTPUT0').data as Float32Array };
+    };
+
+    it('a held view keeps its bytes while later requests run, and its block comes back on release', async () => {
+      const { host, inst } = await make('hold');
+      const first = await run(inst, 1, true);
+      assert.ok(first.resp.lease !== undefined, 'a lease came with the lent outputs');
+      assert.equal(host.peer.held, 1);
+      for (let k = 2; k < 40; k++) {
+        const later = await run(inst, k, true);
+        assert.equal(later.data[7], k * 1e5 + 7);
+        later.resp.lease!.release();
+      }
+      assert.equal(first.data[0], 1e5, 'the held view was not overwritten by the 38 requests after it');
+      assert.equal(first.data[N - 1], 1e5 + N - 1);
+      assert.equal(host.peer.held, 1, 'only the held block is still lent');
+      first.resp.lease!.release();
+      first.resp.lease!.release(); // idempotent
+      assert.equal(host.peer.held, 0);
+      const copied = await run(inst, 99, false);
+      assert.equal(copied.resp.lease, undefined, 'a request without viewsOk gets bytes it owns');
+      assert.equal(host.peer.held, 0);
+      assert.equal(copied.data[3], 99 * 1e5 + 3);
+      await inst.destroy();
+    });
+
+    it('the child gets every lent block back: no growth over many lent requests', async () => {
+      const { host, inst } = await make('cycle');
+      for (let k = 0; k < 200; k++) (await run(inst, k, true)).resp.lease!.release();
+      assert.equal(host.peer.held, 0);
+      // The child reports no segment beyond its first two: blocks were reused, not leaked.
+      assert.ok(
+        !existsSync(join(SHM_DIR, `nereid_test_${process.pid}_lend_cycle_c3`)),
+        'the child did not keep growing',
+      );
+      await inst.destroy();
+    });
+
+    it('a view outlives its process: unmapping waits for the release (no crash reading it)', async () => {
+      const { host, inst } = await make('exit');
+      const held = await run(inst, 5, true);
+      await inst.destroy();
+      await host.exited;
+      assert.equal(held.data[11], 5e5 + 11, 'still readable after the child exited');
+      held.resp.lease!.release();
+      assert.equal(host.peer.held, 0);
+    });
   });
 
   it('a crash fails every instance it hosts, each naming itself', async () => {

@@ -11,8 +11,9 @@ import type { HostArena, PeerSegments } from './shm.js';
 /**
  * Tensors to and from shared memory. Writing: every tensor of a message goes into one host block, each at a
  * 64-byte aligned offset (one allocation per batch). Reading: the child's block is copied out once into a fresh
- * ArrayBuffer and the tensors are views of it (aligned, so no second copy), because the host cannot know when the
- * protocol layer is done with a response's buffers and the child reuses its block as soon as it is handed back.
+ * ArrayBuffer and the tensors are views of it (aligned, so no second copy), because the child reuses its block as
+ * soon as it is handed back — unless every request of the message takes views (`EngineRequest.viewsOk`): then
+ * the tensors view the block itself and it is handed back when their lease is released (core/lease.ts).
  */
 
 /** Byte size of a tensor's data in shared memory (BYTES in Triton's length-prefixed form). */
@@ -114,7 +115,8 @@ export function readTensorGroups(
   descGroups: readonly (readonly TensorDesc[] | undefined)[],
   who: string,
   slots: readonly DeviceSlots[] = [],
-): { tensors: Tensor[][]; bytes: number } {
+  lend = false,
+): { tensors: Tensor[][]; bytes: number; lent: boolean } {
   let end = 0;
   for (const g of descGroups) {
     for (const d of g ?? []) {
@@ -127,21 +129,34 @@ export function readTensorGroups(
     }
   }
   let copy: Uint8Array | undefined;
+  // Lent: the tensors view the child's block itself (the caller keeps the block until their lease is released).
+  // Small blocks are still copied: a view would pin a whole block for a few bytes a copy moves for nothing.
+  const lent = lend && end >= LEND_MIN_BYTES;
   if (end > 0) {
     if (!blk) throw new InternalError(`${who} sent tensor data without a shared-memory block`);
-    // Buffer.allocUnsafe: small copies come from Node's pool (no ArrayBuffer of their own, which costs GC time
-    // at high rates); its offsets are 8-byte aligned, enough for every TypedArray. Consumers that transfer a
-    // buffer to a thread already copy views that do not span their ArrayBuffer.
-    copy = Buffer.allocUnsafe(end);
-    copy.set(peer.view(blk[0], blk[1], end));
+    if (lent) copy = peer.view(blk[0], blk[1], end);
+    else {
+      // Buffer.allocUnsafe: small copies come from Node's pool (no ArrayBuffer of their own, which costs GC time
+      // at high rates); its offsets are 8-byte aligned, enough for every TypedArray. Consumers that transfer a
+      // buffer to a thread already copy views that do not span their ArrayBuffer.
+      copy = Buffer.allocUnsafe(end);
+      copy.set(peer.view(blk[0], blk[1], end));
+    }
   }
   return {
     tensors: descGroups.map((g, gi) =>
       (g ?? []).map((d) => (d[3] === -1 ? writtenOnDevice(d, slots[gi], who) : toTensor(d, copy, who))),
     ),
     bytes: end,
+    lent,
   };
 }
+
+/**
+ * Below this a message's outputs are copied even when the caller takes views: copying 64 KiB costs a few µs,
+ * while a view keeps the block from the child until the response is written.
+ */
+export const LEND_MIN_BYTES = 64 * 1024;
 
 /** An output the child wrote into its request's device buffer: checked against the buffer, no bytes read. */
 function writtenOnDevice(d: TensorDesc, slots: DeviceSlots, who: string): Tensor {
