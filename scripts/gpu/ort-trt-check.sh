@@ -7,7 +7,8 @@
 #   run          unpacks the provider libraries beside a copy of onnxruntime-node's libonnxruntime.so.1
 #                (NEREID_ORT_LIB_DIR), puts TensorRT 10.6 and CUDA 13 on LD_LIBRARY_PATH, runs
 #                scripts/gpu/ort-trt-check.ts and greps onnxruntime's verbose log for what the provider did
-#                (BENCH_MS=3000 per throughput variant; SECTION=name for one section)
+#                (BENCH_MS=3000 per throughput variant; SECTION=name for one section), then, when
+#                tensorrt-on-device.sh bench left its BERT-base plan, bench/tensorrt.ts on it (BACKEND_BENCH=0: not)
 # Output: stdout, and $OUT/ort-trt-output.txt plus $OUT/ort-trt-verbose.log.xz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -56,6 +57,14 @@ bert=/tmp/trt-models/bert/model.onnx
   tsnode scripts/gpu/ort-trt-check.ts --work "$W" ${SECTION:+--section "$SECTION"} --ms "${BENCH_MS:-3000}" \
     $([ -f "$bert" ] && echo "--bert $bert") 2> "$W/verbose.log"
   echo "exit $?"
+  plan=/tmp/trt-repo/bert/1/model.plan
+  if [ "${BACKEND_BENCH:-1}" = 1 ] && [ -f "$plan" ] && [ -z "${SECTION:-}" ]; then
+    echo
+    echo "== the tensorrt backend on the same BERT-base (fp16 plan of tensorrt-on-device.sh bench), same run"
+    tsnode bench/tensorrt.ts --plan "$plan" --out "$OUT" --label bert-base-fp16-beside-ort-trt --ms "${BENCH_MS:-3000}" 2>&1 | tail -30
+  else
+    echo "SKIP the tensorrt backend's benchmark (no $plan: run tensorrt-on-device.sh bench first; BACKEND_BENCH=0 skips it)"
+  fi
   echo
   echo "== onnxruntime's verbose log"
   v="$W/verbose.log"
