@@ -42,6 +42,7 @@ if [ ! -f "$L/libonnxruntime_providers_cuda.so" ]; then
 fi
 cp -f "$(readlink -f node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1)" "$L/libonnxruntime.so.1"
 export NEREID_ORT_LIB_DIR=$L
+export NEREID_TENSORRT_HOME=$H
 # TensorRT 10.6 as `nereid tensorrt setup` recorded it; CUDA 13 / cuDNN 9 from torch's nvidia-* wheels.
 rec=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['ld_library_path']))" 2>/dev/null || true)
 [ -n "$rec" ] || fail "no ld_library_path in $H/env.json: run tensorrt-on-device.sh core first"
