@@ -32,6 +32,7 @@ import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
 import { planSession, providersFor, usesCudaGraphs, type SessionPlan } from './options-capi.js';
+import { createTensorrtFolders, withTensorrtPaths } from './provider-paths.js';
 
 /**
  * The onnxruntime engine over onnxruntime's C API (koffi), for the in-process transport: everything runs on the
@@ -73,6 +74,8 @@ interface ModelState {
   blockingRuns: boolean;
   /** `optimization.cuda.graph_spec`: CUDA graphs captured at load (sessions with enable_cuda_graph). */
   graphSpecs: readonly GraphSpec[];
+  /** The TensorRT provider's cache folders, resolved (provider-paths.ts); made before a TensorRT session. */
+  trtFolders: readonly string[];
 }
 
 /** One instance: one OrtSession and its runner. Threading: main thread; one execute at a time (host's rule). */
@@ -243,9 +246,13 @@ class CapiModel implements EngineModel {
       logId: spec.name,
       optimizedModelPath:
         s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
+      onProviderOptions: (name, text) =>
+        s.logger.debug({ instance: spec.name }, `onnxruntime ${name} provider options: ${text}`),
     });
     let session: OrtSession;
     try {
+      if (providers.some((p) => p.name === 'tensorrt'))
+        await createTensorrtFolders(s.trtFolders, `instance ${spec.name}`);
       session = await OrtSession.create(s.lease.env, s.modelFile, options, signal);
     } catch (err) {
       throw createError(err, providers, `instance ${spec.name}`);
@@ -338,7 +345,8 @@ export function onnxruntimeCapiAdapter(
     async load(ctx: EngineLoadContext & LoadHooks, signal: AbortSignal): Promise<EngineModel> {
       if (signal.aborted) throw new CancelledError('model load was cancelled');
       const logger = (ctx.logger ?? noopLogger).child({ model: ctx.name, version: ctx.version });
-      const plan = planSession(ctx.config, ctx.backendConfig);
+      // Relative TensorRT cache paths are the version folder's, never the server's working directory.
+      const { plan, folders: trtFolders } = withTensorrtPaths(planSession(ctx.config, ctx.backendConfig), ctx);
       if (opts.planWarnings !== false) for (const w of plan.warnings) logger.warn(w);
       const graphSpecs = parseGraphSpecs(ctx.config, `model '${ctx.name}'`);
       if (graphSpecs.length > 0 && !usesCudaGraphs(plan)) {
@@ -373,6 +381,7 @@ export function onnxruntimeCapiAdapter(
         overridable,
         blockingRuns: opts.blockingRuns === true,
         graphSpecs,
+        trtFolders,
       });
     },
   };
