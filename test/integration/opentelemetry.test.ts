@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,10 +8,12 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
+import { parseTraceConfig } from '../../src/cli/flag-settings.js';
+import { parseFlags } from '../../src/cli/flags.js';
 import { addSubModel, ELEM, writeModel } from '../fixtures/onnx-builder.js';
 import { callUnary, inferenceClient, int32Bytes } from '../helpers/grpc.js';
 import { Collector, otelcolBinary, type OtlpSpan } from '../helpers/otelcol.js';
-import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
+import { EXAMPLES, startNereid, TEST_FRONTEND_THREADS, type TestServer } from '../helpers/server.js';
 
 /**
  * `--trace-config mode=opentelemetry` against a real OpenTelemetry Collector (scripts/setup-otelcol.sh): the spans
@@ -209,6 +211,48 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
     assert.equal(inTrace(off.traceId)(all).length, 0, 'nothing traced at level OFF');
   });
 
+  it("Triton's command line: mode, url, resources and the batch processor's settings", async () => {
+    const args = [
+      '--trace-config=mode=opentelemetry',
+      `--trace-config=opentelemetry,url=${collector.url}`,
+      '--trace-config=opentelemetry,resource=service.name=nereid_cli',
+      '--trace-config=opentelemetry,resource=deployment=test=1',
+      '--trace-config=opentelemetry,bsp_schedule_delay=50',
+      '--trace-config=opentelemetry,bsp_max_queue_size=64',
+      '--trace-config=opentelemetry,bsp_max_export_batch_size=16',
+      '--trace-config=rate=1',
+      '--trace-config=level=TIMESTAMPS',
+      `--model-repository=${EXAMPLES}`,
+    ];
+    assert.deepEqual(parseTraceConfig(parseFlags(args).values), {
+      mode: 'opentelemetry',
+      rate: 1,
+      level: 'TIMESTAMPS',
+      otel: {
+        url: collector.url,
+        resource: { 'service.name': 'nereid_cli', deployment: 'test=1' },
+        bspScheduleDelayMs: 50,
+        bspMaxQueueSize: 64,
+        bspMaxExportBatchSize: 16,
+      },
+    });
+    const tp = newTraceparent();
+    await withNereidCli(args, async (url) => {
+      assert.equal(await inferHttp(url, 'simple', ['INPUT0', 'INPUT1'], tp.header), 200);
+      const spans = inTrace(tp.traceId)(await collector.waitFor((a) => inTrace(tp.traceId)(a).length >= 3, 'spans'));
+      assert.equal(byName(spans, 'InferRequest').resource['service.name'], 'nereid_cli');
+      assert.equal(byName(spans, 'InferRequest').resource.deployment, 'test=1');
+    });
+  });
+
+  it('BAD CALL - unknown OpenTelemetry keys and modes are refused at start', () => {
+    const parse = (...a: string[]) => parseTraceConfig(parseFlags(a.map((x) => `--trace-config=${x}`)).values);
+    assert.throws(() => parse('opentelemetry,colour=blue'), /unknown key 'colour'/);
+    assert.throws(() => parse('mode=zipkin'), /mode 'zipkin' is not supported/);
+    assert.throws(() => parse('opentelemetry,bsp_max_queue_size=0'), /bsp_max_queue_size must be an integer >= 1/);
+    assert.throws(() => parse('opentelemetry,resource=novalue'), /resource must be <key>=<value>/);
+  });
+
   it('a stopped collector costs dropped spans (counted), never a failed request', async () => {
     const droppedBefore = await droppedSpans(s);
     await collector.stop();
@@ -227,6 +271,41 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
     await collector.waitFor((a) => inTrace(tp.traceId)(a).length >= 3, 'spans after the collector came back');
   });
 });
+
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+
+/** `nereid serve <args>` until `use(httpUrl)` is done, then SIGTERM. */
+async function withNereidCli(args: string[], use: (url: string) => Promise<void>): Promise<void> {
+  const child = spawn(
+    process.execPath,
+    ['--conditions=nereid-source', '--import', 'tsx', MAIN, 'serve', ...args, '--log-format=json'].concat([
+      `--http-thread-count=${TEST_FRONTEND_THREADS}`,
+      '--http-port=0',
+      '--http-address=127.0.0.1',
+      '--allow-grpc=false',
+      '--allow-metrics=false',
+    ]),
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let logs = '';
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      const seen = (d: Buffer): void => {
+        logs += d.toString();
+        const port = /Started HTTPService at [^:]+:(\d+)/.exec(logs)?.[1];
+        if (port !== undefined && /"msg":"nereid \S+ ready"/.test(logs)) resolve(`http://127.0.0.1:${port}`);
+      };
+      child.stdout.on('data', seen);
+      child.stderr.on('data', seen);
+      child.once('exit', (code) => reject(new Error(`nereid exited (${code}): ${logs}`)));
+    });
+    await use(url);
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
