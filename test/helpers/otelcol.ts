@@ -63,6 +63,11 @@ export class Collector {
     this.port = port;
   }
 
+  /** The file exporter's output: one OTLP/JSON document a line. */
+  get file(): string {
+    return join(this.#dir, 'spans.jsonl');
+  }
+
   /** `host:port/v1/traces`, as Triton's `--trace-config opentelemetry,url=` takes it. */
   get url(): string {
     return `127.0.0.1:${this.port}/v1/traces`;
@@ -84,7 +89,7 @@ export class Collector {
         endpoint: 127.0.0.1:${this.port}
 exporters:
   file:
-    path: ${join(this.#dir, 'spans.jsonl')}
+    path: ${this.file}
     flush_interval: 100ms
 service:
   telemetry:
@@ -125,7 +130,7 @@ service:
   async spans(): Promise<OtlpSpan[]> {
     let text = '';
     try {
-      text = await readFile(join(this.#dir, 'spans.jsonl'), 'utf8');
+      text = await readFile(this.file, 'utf8');
     } catch {
       return [];
     }
