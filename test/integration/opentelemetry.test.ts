@@ -13,6 +13,7 @@ import { parseFlags } from '../../src/cli/flags.js';
 import { addSubModel, ELEM, writeModel } from '../fixtures/onnx-builder.js';
 import { callUnary, inferenceClient, int32Bytes } from '../helpers/grpc.js';
 import { Collector, otelcolBinary, type OtlpSpan } from '../helpers/otelcol.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { EXAMPLES, startNereid, TEST_FRONTEND_THREADS, type TestServer } from '../helpers/server.js';
 
 /**
@@ -114,6 +115,7 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
   let s: TestServer;
   let repo: string;
   let client: grpc.Client;
+  const logger = recordingLogger();
 
   before(async () => {
     collector = await Collector.start((bin as { path: string }).path);
@@ -126,6 +128,7 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
     }
     s = await startNereid({
       repositories: [EXAMPLES, repo],
+      logger,
       trace: {
         mode: 'opentelemetry',
         level: 'TIMESTAMPS',
@@ -263,6 +266,8 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
       }
       for (let i = 0; i < 300 && (await droppedSpans(s)) <= droppedBefore; i++) await sleep(100);
       assert.ok((await droppedSpans(s)) > droppedBefore, 'the drop counter rose');
+      const warned = logger.entries.filter((e) => e.level === 'warn' && /OpenTelemetry trace export/.test(e.msg));
+      assert.equal(warned.length, 1, 'one warning (rate-limited), not one per batch');
     } finally {
       await collector.restart();
     }
