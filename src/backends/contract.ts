@@ -1,7 +1,7 @@
 import type { ModelConfig, NormalizedConfig } from '../config/model-config.js';
 import type { DataType } from '../core/datatypes.js';
 import type { DeviceMemory, RequestDeviceMemory } from '../core/device.js';
-import type { Parameters } from '../core/inference.js';
+import type { Parameters, RequestTrace } from '../core/inference.js';
 import type { Logger } from '../core/logger.js';
 import type { Lease } from '../core/lease.js';
 import type { Tensor } from '../core/tensor.js';
@@ -67,6 +67,8 @@ export interface EngineRequest {
    * outputs must own their bytes.
    */
   readonly viewsOk?: boolean;
+  /** A traced ensemble's context, which its steps carry on as their parent (server/trace.ts). */
+  readonly trace?: RequestTrace;
 }
 
 /** One response to a request: exactly the outputs it asked for, in its order. GIVEN to the host. */

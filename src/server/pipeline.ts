@@ -9,7 +9,8 @@ import type { InferOptions } from './api.js';
 import { cacheKey, ResponseCache, type CacheSlot } from './response-cache.js';
 import type { SequenceParams } from './sequence-params.js';
 import type { Target } from './target.js';
-import type { Tracer } from './trace.js';
+import { computeTimes, type Tracer } from './trace.js';
+import type { OtelSpans } from './trace-otel-types.js';
 import { validateRequest } from './validate.js';
 
 /**
@@ -63,6 +64,11 @@ export class InferencePipeline {
     }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
+    // OpenTelemetry mode only (undefined otherwise): sampled at the start, so an ensemble's steps know their parent.
+    const spans = this.#tracer.begin(model.name, version.version, requestStart, request.trace);
+    if (spans !== undefined && spec.ensemble !== undefined) {
+      engineRequest = { ...engineRequest, trace: { ...spans.childContext(), parentId: spans.id } };
+    }
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
     // The slot belongs to this load of the version: a reload or unload forgets it (see ResponseCache).
     const slot = cache?.slot(version, cacheKey(model.name, version.version, engineRequest, parameters));
@@ -72,6 +78,7 @@ export class InferencePipeline {
     if (hit !== undefined) {
       result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
       version.stats.recordCacheHit(Number(process.hrtime.bigint() - started), lookupNs);
+      spans?.end({ queueStart: started, requestEnd: process.hrtime.bigint() });
       return target.respond(request, checked.outputs, result);
     }
     try {
@@ -84,6 +91,7 @@ export class InferencePipeline {
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
+      spans?.end({ queueStart: started, requestEnd: process.hrtime.bigint(), error: NereidError.from(err).message });
       throw err;
     }
     if (slot !== undefined && cache !== undefined) this.#remember(cache, slot, target, result, lookupNs);
@@ -94,7 +102,8 @@ export class InferencePipeline {
       queueNs: result.queueNs,
       ...result.timings,
     });
-    const traceId = this.#tracer.sample(model.name);
+    if (spans !== undefined) endSpans(spans, started, result, spec.ensemble !== undefined);
+    const traceId = this.#tracer.sampleFile(model.name);
     if (traceId !== 0) {
       this.#tracer.recordRequest(traceId, model.name, version.version, request.id, {
         requestStart,
@@ -129,6 +138,13 @@ export class InferencePipeline {
       );
     }
   }
+}
+
+/** Triton's spans of a request done: an ensemble's compute spans are its steps'. */
+function endSpans(spans: OtelSpans, queueStart: bigint, result: ScheduledResult, ensemble: boolean): void {
+  const requestEnd = process.hrtime.bigint();
+  const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings);
+  spans.end({ queueStart, compute, requestEnd });
 }
 
 const NO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
