@@ -1,4 +1,4 @@
-import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
+import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { InvalidArgError, NereidError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
@@ -103,26 +103,22 @@ export class InferencePipeline {
       ...result.timings,
     });
     if (spans !== undefined) endSpans(spans, started, result, spec.ensemble !== undefined);
-    const traceId = this.#tracer.sampleFile(model.name);
-    if (traceId !== 0) {
-      this.#tracer.recordRequest(traceId, model.name, version.version, request.id, {
-        requestStart,
-        queueStart: started,
-        queueNs: result.queueNs,
-        timings: result.timings,
-      });
-    }
+    this.#traceFile(target, request, requestStart, started, result);
     // A decoupled request's responses went out through onResponse; what settles it is the final flag.
     if (onResponse) return target.respond(request, checked.outputs, { outputs: [] });
-    if (result.lease === undefined) return target.respond(request, checked.outputs, result);
-    try {
-      const response = target.respond(request, checked.outputs, result);
-      response.lease = result.lease;
-      return response;
-    } catch (err) {
-      result.lease.release();
-      throw err;
-    }
+    return respondLeased(target, request, checked.outputs, result);
+  }
+
+  /** Triton's file trace of a sampled request (its timestamps). */
+  #traceFile(target: Target, request: InferRequest, requestStart: bigint, started: bigint, r: ScheduledResult): void {
+    const traceId = this.#tracer.sampleFile(target.model.name);
+    if (traceId === 0) return;
+    this.#tracer.recordRequest(traceId, target.model.name, target.versionEntry.version, request.id, {
+      requestStart,
+      queueStart: started,
+      queueNs: r.queueNs,
+      timings: r.timings,
+    });
   }
 
   /** Stores a computed answer; a response larger than the whole cache is said once per version. */
@@ -145,6 +141,24 @@ function endSpans(spans: OtelSpans, queueStart: bigint, result: ScheduledResult,
   const requestEnd = process.hrtime.bigint();
   const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings);
   spans.end({ queueStart, compute, requestEnd });
+}
+
+/** The client's response; outputs that view lent memory keep their lease on it, given back if shaping fails. */
+function respondLeased(
+  target: Target,
+  request: InferRequest,
+  requested: readonly RequestedOutput[],
+  result: ScheduledResult,
+): InferResponse {
+  if (result.lease === undefined) return target.respond(request, requested, result);
+  try {
+    const response = target.respond(request, requested, result);
+    response.lease = result.lease;
+    return response;
+  } catch (err) {
+    result.lease.release();
+    throw err;
+  }
 }
 
 const NO_TIMINGS = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });

@@ -238,27 +238,7 @@ class CapiModel implements EngineModel {
     const providers = providersFor(s.plan, spec);
     if (spec.kind === 'KIND_GPU' && s.blockingRuns) ignoreOtherCaptures();
     const api = ortApi();
-    const options = createSessionOptions({
-      plan: s.plan,
-      providers,
-      globalThreadPool: s.lease.globalThreadPool,
-      logSeverity: s.logSeverity,
-      logId: spec.name,
-      optimizedModelPath:
-        s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
-      onProviderOptions: (name, text) =>
-        s.logger.debug({ instance: spec.name }, `onnxruntime ${name} provider options: ${text}`),
-    });
-    let session: OrtSession;
-    try {
-      if (providers.some((p) => p.name === 'tensorrt'))
-        await createTensorrtFolders(s.trtFolders, `instance ${spec.name}`);
-      session = await OrtSession.create(s.lease.env, s.modelFile, options, signal);
-    } catch (err) {
-      throw createError(err, providers, `instance ${spec.name}`);
-    } finally {
-      api.ReleaseSessionOptions(options);
-    }
+    const session = await this.#openSession(spec, providers, signal);
     let runner: OrtRunner;
     // A KIND_GPU instance (CUDA or TensorRT provider on its device) reads and writes client CUDA memory in place.
     let cuda: CudaTensors | undefined;
@@ -313,6 +293,36 @@ class CapiModel implements EngineModel {
       );
     }
     return instance;
+  }
+
+  /** The instance's onnxruntime session with its providers (TensorRT's cache folders made first). */
+  async #openSession(
+    spec: InstanceSpec,
+    providers: ReturnType<typeof providersFor>,
+    signal: AbortSignal,
+  ): Promise<OrtSession> {
+    const s = this.#state;
+    const api = ortApi();
+    const options = createSessionOptions({
+      plan: s.plan,
+      providers,
+      globalThreadPool: s.lease.globalThreadPool,
+      logSeverity: s.logSeverity,
+      logId: spec.name,
+      optimizedModelPath:
+        s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
+      onProviderOptions: (name, text) =>
+        s.logger.debug({ instance: spec.name }, `onnxruntime ${name} provider options: ${text}`),
+    });
+    try {
+      if (providers.some((p) => p.name === 'tensorrt'))
+        await createTensorrtFolders(s.trtFolders, `instance ${spec.name}`);
+      return await OrtSession.create(s.lease.env, s.modelFile, options, signal);
+    } catch (err) {
+      throw createError(err, providers, `instance ${spec.name}`);
+    } finally {
+      api.ReleaseSessionOptions(options);
+    }
   }
 
   /** Releases what the model holds: instances the host did not destroy (defensive), then the env reference. */

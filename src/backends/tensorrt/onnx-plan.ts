@@ -9,6 +9,7 @@ import { runBuilder, type ConvertSpec } from './builder.js';
 import type { TensorRTEnvironment } from './environment.js';
 import { hashOnnx, planKey, type PlanCache } from './plan-cache.js';
 import { parseShapes } from './shapes.js';
+import { refuseCachePaths } from './cache-params.js';
 
 /**
  * A `model.onnx` served by the tensorrt backend: built at load into a plan with TensorRT's builder (the one
@@ -34,17 +35,6 @@ const PRECISIONS = ['fp32', 'fp16', 'bf16'];
 
 function param(config: ModelConfig, key: string): string | undefined {
   return config.parameters?.[key]?.string_value;
-}
-
-/** A parameter that would name a cache folder: the cache is the operator's, never a model's or a load request's. */
-export function refuseCachePaths(config: ModelConfig, where: string): void {
-  for (const key of Object.keys(config.parameters ?? {})) {
-    if (/cache/i.test(key)) {
-      throw new InvalidArgError(
-        `${where}: parameter '${key}' is refused: the TensorRT plan cache is the operator's (--backend-config=tensorrt,plan-cache-directory=DIR), never a model config's or a load request's`,
-      );
-    }
-  }
 }
 
 // Long: one pass over the parameters and the inputs, each check with its own message.

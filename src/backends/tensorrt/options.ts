@@ -3,7 +3,7 @@ import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
 import { resolve } from 'node:path';
 import type { BackendConfig } from '../contract.js';
 import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
-import { refuseCachePaths } from './onnx-plan.js';
+import { refuseCachePaths } from './cache-params.js';
 
 /**
  * The TensorRT backend's settings, resolved once per load and frozen:
