@@ -47,7 +47,8 @@ const INSTANCES = Number(arg('instances', '2'));
 const BARE_BATCHES = [1, 8, 32, 64];
 /**
  * The servers of the HTTP rows (`--servers plain/1,tuned/1,tuned/0`): the model's config as Triton's defaults
- * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, coalesce-request-input), each with that
+ * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, coalesce-request-input, execution-policy
+ * BLOCKING), each with that
  * many front-end threads (0 = the server's default, one per core from 4 cores).
  */
 const SERVERS = arg('servers', 'plain/1,tuned/1,tuned/0')!
@@ -254,10 +255,16 @@ async function serveAndDrive(
   const prof = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
   const entry = [...prof, '--conditions=nereid-source', '--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
   const flags = threads > 0 ? [`--http-thread-count=${threads}`] : [];
-  if (tuned) flags.push('--backend-config=tensorrt,coalesce-request-input=true');
+  // Tuned: inputs coalesced into one copy per name, and the instances' batches overlapping on the GPU (one copies
+  // while the other computes) instead of Triton's default of one batch at a time per device.
+  if (tuned)
+    flags.push(
+      '--backend-config=tensorrt,coalesce-request-input=true',
+      '--backend-config=tensorrt,execution-policy=BLOCKING',
+    );
   const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000 });
   const label =
-    (tuned ? ', graphs + coalesced inputs' : ', config as given') +
+    (tuned ? ', tuned (graphs, coalesced, BLOCKING)' : ', config as given') +
     (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads');
   try {
     const path = '/v2/models/trt/infer';

@@ -198,6 +198,14 @@ if [ "$mode" = bench ]; then
     --minShapes=$S --optShapes=${S//1x128/32x128} --maxShapes=${S//1x128/64x128} 2>&1 | tail -4
   echo "built in $(( $(date +%s) - t )) s: $(ls -la "$R/bert/1/model.plan")"
   want bert && tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
+  if want shapes; then
+    step "10a. what setting the input shapes before every run costs bare TensorRT (no: once; same: the same shapes; alternate: B and B-1)"
+    PP=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['python_path']))")
+    LDP=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['ld_library_path']))")
+    for r in no same alternate; do
+      PYTHONPATH="$PP:python" LD_LIBRARY_PATH="$LDP" "$PY" bench/peers/tensorrt_bare.py --plan "$R/bert/1/model.plan" --batch 1,32 --seconds 2 --reset-shapes $r 2>&1 | grep '^{'
+    done
+  fi
   [ -f "$M/mlp/1/model.plan" ] && want mlp && tsnode bench/tensorrt.ts --plan "$M/mlp/1/model.plan" --out "$OUT" --label mlp --ms 2000
   if want profile; then
     step "10b. where the time goes: the same benchmark profiled (V8 --cpu-prof of bench and server, cProfile of each python child)"
