@@ -32,6 +32,8 @@ Options:
   --shape NAME:d1,d2         dimensions of a variable-shaped input (after the batch dimension); repeatable
   --kind cpu,gpu             instance kinds to try (default: the config's)
   --gpus 0,1                 GPUs for KIND_GPU candidates
+  --instance-counts 1,2,4    instance counts to try (default 1, 2, 4 … up to the cores)
+  --measurement-ms MS        time cap of one measurement point (default: from the time budget)
   --output DIR               write config.pbtxt, report.md, chart.svg, report.json there (else the config is printed)
   --write                    also replace the model's config.pbtxt (the old one kept as config.pbtxt.before-tune)
 
@@ -79,6 +81,8 @@ export function parseTuneArgs(argv: string[]): Omit<TuneOptions, 'startScratch'>
       shape: { type: 'string', multiple: true },
       kind: { type: 'string' },
       gpus: { type: 'string' },
+      'instance-counts': { type: 'string' },
+      'measurement-ms': { type: 'string' },
       output: { type: 'string' },
       write: { type: 'boolean' },
     },
@@ -107,6 +111,8 @@ export function parseTuneArgs(argv: string[]): Omit<TuneOptions, 'startScratch'>
     shapes: parseShapes(v.shape ?? []),
     kinds: kinds?.map((k) => (k === 'gpu' ? 'KIND_GPU' : 'KIND_CPU')),
     gpus: v.gpus === undefined ? undefined : list('gpus', v.gpus),
+    instanceCounts: list('instance-counts', v['instance-counts']),
+    measurementMs: positiveNumber('measurement-ms', v['measurement-ms']),
     output: v.output,
     write: v.write === true,
   };

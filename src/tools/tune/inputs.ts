@@ -27,19 +27,22 @@ function random(seed: number): () => number {
   };
 }
 
-/** Values of one datatype from numbers; integers stay small (token ids, indices) so any model accepts them. */
+/**
+ * Values of one datatype from numbers. Integers are 0 or 1 (the first always 1): every index, token id, token type
+ * and attention mask input accepts those; real value ranges come with `--input-data`.
+ */
 function fill(datatype: DataType, count: number, next: () => number): InferInputTensor['data'] {
   if (datatype === 'BYTES') return Array.from({ length: count }, () => `tune-${Math.floor(next() * 1000)}`);
   const info = DATATYPES[datatype];
   const out = new (info.array as NonNullable<typeof info.array>)(count);
   for (let i = 0; i < count; i++) {
-    const x = next();
+    const x = i === 0 ? 0.75 : next();
     if (datatype === 'FP32' || datatype === 'FP64') out[i] = x;
     else if (datatype === 'FP16') out[i] = floatToHalfBits(x);
     else if (datatype === 'BF16') out[i] = floatToBf16Bits(x);
     else if (datatype === 'BOOL') out[i] = x < 0.5 ? 0 : 1;
-    else if (datatype === 'INT64' || datatype === 'UINT64') (out as BigInt64Array)[i] = BigInt(Math.floor(x * 100));
-    else out[i] = Math.floor(x * 100);
+    else if (datatype === 'INT64' || datatype === 'UINT64') (out as BigInt64Array)[i] = BigInt(Math.floor(x * 2));
+    else out[i] = Math.floor(x * 2);
   }
   return out;
 }

@@ -167,7 +167,8 @@ export async function search(o: SearchOptions): Promise<SearchState> {
   const seen = new Set<string>();
   let n = 0;
   const run = async (choice: Choice): Promise<void> => {
-    const key = choiceKey(choice);
+    // Two choices can spell one config (`1×CPU` where the config has one CPU instance): measured once.
+    const key = JSON.stringify(configOf(o.space, o.base, choice));
     if (seen.has(key)) return;
     seen.add(key);
     if (o.signal?.aborted || (n > 0 && Date.now() >= o.deadline)) {

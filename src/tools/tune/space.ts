@@ -29,14 +29,16 @@ export interface SpaceOptions {
   /** Instance kinds to try: `KIND_CPU`, `KIND_GPU` (on every GPU listed in `gpus`). */
   kinds?: ('KIND_CPU' | 'KIND_GPU')[];
   gpus?: number[];
+  /** Instance counts to try (default 1, 2, 4 … up to the cores). */
+  instanceCounts?: number[];
 }
 
 const unchanged: Setting = { label: 'as configured', apply: (c) => c };
 
 /** Instance counts 1, 2, 4 … up to the cores, per kind asked for. */
 function instanceDimension(base: ModelConfig, o: SpaceOptions): Dimension {
-  const counts: number[] = [];
-  for (let n = 1; n <= Math.max(2, o.cores); n *= 2) counts.push(n);
+  const counts: number[] = [...(o.instanceCounts ?? [])];
+  if (counts.length === 0) for (let n = 1; n <= Math.max(2, o.cores); n *= 2) counts.push(n);
   const kinds = o.kinds ?? [baseKind(base)];
   const settings: Setting[] = [unchanged];
   for (const kind of kinds) {

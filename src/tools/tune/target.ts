@@ -7,7 +7,6 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { modelConfigToJson } from '../../config/index.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, NereidError, UnavailableError } from '../../core/errors.js';
 import { NereidHttpClient } from '../../client/index.js';
@@ -59,7 +58,9 @@ async function connect(
     scratch: scratch !== undefined,
     async load(name, config, signal) {
       loaded.add(name);
-      const json = modelConfigToJson({ ...config, name });
+      // The config as read, not modelConfigToJson's: that one fills every default in, and an empty
+      // default_model_filename then names the version folder instead of the backend's default file.
+      const json = JSON.stringify({ ...config, name });
       try {
         await client.loadModel(name, { config: json, files, signal });
       } catch (err) {
