@@ -128,6 +128,23 @@ describe('nereid tune', () => {
     assert.equal(config.backend, 'onnxruntime');
   });
 
+  it('changes the model folder only with --write, keeping the old config beside it', async () => {
+    const before = await readFile(join(SIMPLE, 'config.pbtxt'), 'utf8');
+    const copy = join(out, 'write', 'simple');
+    await cp(SIMPLE, copy, { recursive: true });
+    const printed: string[] = [];
+    const errs: string[] = [];
+    const io = { out: (t: string) => printed.push(t), err: (t: string) => errs.push(t) };
+    const args = ['--time-budget', '2', '--measurement-ms', '250', '--concurrency', '1'];
+    assert.equal(await runTuneCommand([copy, ...args, '--write'], io), 0, errs.join(''));
+    const text = await readFile(join(copy, 'config.pbtxt'), 'utf8');
+    assert.match(text, /^# Written by nereid tune/);
+    assert.equal(await readFile(join(copy, 'config.pbtxt.before-tune'), 'utf8'), before);
+    assert.equal(printed.join(''), text, 'with no --output the config is printed');
+    assert.match(errs.join(''), /^#\s+config\s+conc\s+infer\/s\s+p50 ms\s+p99 ms/m);
+    assert.equal(await readFile(join(SIMPLE, 'config.pbtxt'), 'utf8'), before, 'the examples were only read');
+  });
+
   it('says so when no config meets the constraints, and lists the closest', async () => {
     const errs: string[] = [];
     const code = await runTuneCommand(
@@ -186,6 +203,15 @@ describe('nereid tune --url', () => {
     assert.deepEqual(await tuneModelsLoaded(s.url), []);
     const ready = await fetch(`${s.url}/v2/models/simple/ready`);
     assert.equal(ready.status, 200, 'the served model is untouched');
+  });
+
+  it('is refused clearly where the server does not run code sent in load requests (a python model)', async () => {
+    await assert.rejects(runTune(options(join(FIXTURES, 'count_dependent'), { url: s.url })), (err: Error) => {
+      assert.match(err.message, /refused to load a candidate .*the load request carries code/);
+      assert.match(err.message, /--allow-code-in-load-requests/);
+      return true;
+    });
+    assert.deepEqual(await tuneModelsLoaded(s.url), []);
   });
 
   it('unloads what it loaded when interrupted', async () => {
