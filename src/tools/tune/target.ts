@@ -4,9 +4,9 @@
  * temporary name through the repository API, its files sent as `file:` contents, and unloaded after; `close()`
  * unloads whatever is still loaded, so an interrupted tune leaves nothing behind. The model's own folder is only read.
  */
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, NereidError, UnavailableError } from '../../core/errors.js';
 import { NereidHttpClient } from '../../client/index.js';
@@ -35,7 +35,9 @@ export async function modelFiles(dir: string): Promise<Record<string, Uint8Array
   const out: Record<string, Uint8Array> = {};
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });
   for (const e of entries) {
-    if (!e.isFile()) continue;
+    // A linked model file (a big ONNX kept elsewhere) is sent as the file it names.
+    const file = e.isFile() || (e.isSymbolicLink() && (await stat(join(e.parentPath, e.name))).isFile());
+    if (!file) continue;
     const path = relative(dir, join(e.parentPath, e.name)).split('\\').join('/');
     if (path === 'config.pbtxt' || path.startsWith('.') || path.includes('/__pycache__/')) continue;
     out[path] = await readFile(join(dir, path));
@@ -43,9 +45,16 @@ export async function modelFiles(dir: string): Promise<Record<string, Uint8Array
   return out;
 }
 
+/**
+ * How a candidate's files reach the server: for `--url`, as `file:` contents (the server may be elsewhere); for the
+ * scratch server, a link named after the candidate in its repository to the model's folder (nothing copied, no size
+ * limit: a 400 MB model loads as fast as from its own repository).
+ */
+type Stage = (name: string) => Promise<Record<string, Uint8Array> | undefined>;
+
 async function connect(
   url: string,
-  files: Record<string, Uint8Array>,
+  stage: Stage,
   scratch: ScratchServer | undefined,
   cleanup: () => Promise<void>,
 ): Promise<TuneTarget> {
@@ -62,7 +71,7 @@ async function connect(
       // default_model_filename then names the version folder instead of the backend's default file.
       const json = JSON.stringify({ ...config, name });
       try {
-        await client.loadModel(name, { config: json, files, signal });
+        await client.loadModel(name, { config: json, files: await stage(name), signal });
       } catch (err) {
         const e = NereidError.from(err);
         if (scratch !== undefined) throw e;
@@ -93,8 +102,8 @@ async function connect(
 
 /** A target for the model in `dir`: the server at `url`, or a scratch server of our own. */
 export async function openTarget(dir: string, url: string | undefined, start: ScratchStarter): Promise<TuneTarget> {
-  const files = await modelFiles(dir);
   if (url !== undefined) {
+    const files = await modelFiles(dir);
     const client = new NereidHttpClient({ url });
     const live = await client.isServerLive().catch((err: unknown) => {
       throw new InvalidArgError(`--url ${url}: no server answers there (${NereidError.from(err).message})`, {
@@ -102,13 +111,24 @@ export async function openTarget(dir: string, url: string | undefined, start: Sc
       });
     });
     if (!live) throw new UnavailableError(`--url ${url}: the server is not live`);
-    return connect(url, files, undefined, async () => undefined);
+    return connect(
+      url,
+      async () => files,
+      undefined,
+      async () => undefined,
+    );
   }
-  // An empty repository: every model the scratch server has comes from a load request.
+  // A repository of links to the model's folder, one per candidate name. rm removes the links, not what they name.
   const repo = await mkdtemp(join(tmpdir(), 'nereid-tune-'));
+  const stage: Stage = async (name) => {
+    await symlink(resolve(dir), join(repo, name), 'dir').catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    return undefined;
+  };
   try {
     const running = await start(repo);
-    return await connect(running.url, files, running, () => rm(repo, { recursive: true, force: true }));
+    return await connect(running.url, stage, running, () => rm(repo, { recursive: true, force: true }));
   } catch (err) {
     await rm(repo, { recursive: true, force: true });
     throw err;
