@@ -38,7 +38,7 @@ export function rows(r: TuneReport): Row[] {
     if (p !== undefined && !p.stable) notes.push(`±${(p.ci * 100).toFixed(0)}% (time cap)`);
     if (p !== undefined && r.ceiling && p.throughput > 0.8 * r.ceiling.throughput)
       notes.push('near load-generator ceiling');
-    return { index: i + 1, label: c.label, point: p, note: notes.join('; ') };
+    return { index: i + 1, label: c.label, point: p, note: notes.join('; ').replace(/\s*\n\s*/g, ' ') };
   });
 }
 

@@ -9,6 +9,8 @@ import type { ModelConfig, ModelInstanceGroup } from '../../config/model-config.
 export interface Setting {
   label: string;
   apply(config: ModelConfig): ModelConfig;
+  /** Runs after every dimension's `apply`: for a setting that depends on another's (preferred sizes on the batch). */
+  finish?(config: ModelConfig): ModelConfig;
 }
 
 export interface Dimension {
@@ -70,16 +72,15 @@ function batchingDimensions(base: ModelConfig): Dimension[] {
   };
   const dynamic = (label: string, delay: number, preferred?: boolean): Setting => ({
     label,
-    apply: (c) => {
-      const size = c.max_batch_size ?? mbs;
-      return {
-        ...c,
-        dynamic_batching: {
-          max_queue_delay_microseconds: delay,
-          ...(preferred ? { preferred_batch_size: [...new Set([Math.max(1, size >> 1), size])] } : {}),
-        },
-      };
-    },
+    apply: (c) => ({ ...c, dynamic_batching: { max_queue_delay_microseconds: delay } }),
+    // Preferred sizes from the final max_batch_size (that dimension applies after this one).
+    finish: preferred
+      ? (c) => {
+          const size = c.max_batch_size ?? mbs;
+          const preferredSizes = [...new Set([Math.max(1, size >> 1), size])];
+          return { ...c, dynamic_batching: { ...c.dynamic_batching, preferred_batch_size: preferredSizes } };
+        }
+      : undefined,
   });
   const off: Setting = {
     label: 'off',
@@ -128,7 +129,9 @@ export function buildSpace(base: ModelConfig, o: SpaceOptions): Space {
 
 /** The config a choice stands for. */
 export function configOf(space: Space, base: ModelConfig, choice: Choice): ModelConfig {
-  return space.dimensions.reduce((c, d, i) => d.settings[choice[i] ?? 0].apply(c), base);
+  const settings = space.dimensions.map((d, i) => d.settings[choice[i] ?? 0]);
+  const applied = settings.reduce((c, s) => s.apply(c), base);
+  return settings.reduce((c, s) => s.finish?.(c) ?? c, applied);
 }
 
 /** The changes a choice makes, as `dimension=label` (empty for the default). */
