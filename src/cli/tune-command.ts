@@ -141,7 +141,14 @@ export async function runTuneCommand(argv: string[], io: CommandIo = STDIO): Pro
       startScratch: startScratchServer,
       signal: ac.signal,
       progress: (line) => io.err(tty ? `\r\x1b[K${line}` : `${line}\n`),
+    }).catch((err: unknown) => {
+      if (!ac.signal.aborted) throw err;
+      return undefined;
     });
+    if (outcome === undefined) {
+      io.err('tune: interrupted before a config was measured; the temporary models are unloaded\n');
+      return 130;
+    }
     if (tty) io.err('\n');
     const written = await writeOutputs(outcome, opts.output, opts.write ? opts.modelDir : undefined);
     io.err(summaryTable(outcome.report));

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseModelConfigOrThrow } from '../../src/config/index.js';
@@ -19,6 +21,7 @@ import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/tune/', import.meta.url));
 const SIMPLE = join(EXAMPLES, 'simple');
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
 function options(modelDir: string, extra: Partial<TuneOptions> = {}): TuneOptions {
   return {
@@ -238,6 +241,42 @@ describe('nereid tune --url', () => {
     if (!(outcome instanceof Error)) assert.equal(outcome.report.interrupted, true);
     else assert.match(outcome.message, /interrupted|SIGINT|cancel/i);
     assert.deepEqual(await tuneModelsLoaded(s.url), [], 'nothing left loaded');
+  });
+
+  it('on SIGINT (the CLI) unloads what it loaded, writes what it measured and exits 130', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'nereid-tune-sigint-'));
+    const args = [SIMPLE, '--url', s.url, '--time-budget', '60', '--measurement-ms', '400', '--concurrency', '1'];
+    const child = spawn(
+      process.execPath,
+      ['--conditions=nereid-source', '--import', 'tsx', MAIN, 'tune', ...args, '--output', dir],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    let loadedAtSignal: string[] = [];
+    child.stderr.on('data', (chunk: Buffer) => {
+      const first = !/^tune: \d+ configs/m.test(stderr);
+      stderr += chunk.toString('utf8');
+      if (first && /^tune: \d+ configs/m.test(stderr)) {
+        void tuneModelsLoaded(s.url).then((names) => {
+          loadedAtSignal = names;
+          child.kill('SIGINT');
+        });
+      }
+    });
+    const [code] = (await once(child, 'exit')) as [number | null];
+    try {
+      assert.equal(code, 130, stderr);
+      assert.ok(loadedAtSignal.length >= 1, 'temporary models were loaded when the signal came');
+      assert.match(stderr, /tune: interrupted; unloading the temporary models/);
+      assert.deepEqual(await tuneModelsLoaded(s.url), [], 'nothing left loaded');
+      const report = JSON.parse(await readFile(join(dir, 'report.json'), 'utf8')) as TuneReport;
+      assert.equal(report.interrupted, true);
+      assert.equal(report.candidates[0]?.label, 'default', 'what was measured before the signal is reported');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

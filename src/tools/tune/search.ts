@@ -5,7 +5,7 @@
  * combination. Both start with the default config and stop at the time budget, listing what they did not reach.
  */
 import type { ModelConfig } from '../../config/model-config.js';
-import { CancelledError, NereidError } from '../../core/errors.js';
+import { NereidError } from '../../core/errors.js';
 import { collectAnswers, compareAnswers, type Answers } from './compare.js';
 import type { TuneRequest } from './inputs.js';
 import { measurePoint, prepareInfer, type PointResult } from './measure.js';
@@ -120,7 +120,7 @@ async function measureCandidate(name: string, o: SearchOptions, state: SearchSta
 }
 
 /** Loads, checks and measures one candidate; a failure is recorded, not thrown (the search goes on). */
-async function evaluate(choice: Choice, n: number, o: SearchOptions, state: SearchState): Promise<CandidateResult> {
+async function evaluate(choice: Choice, n: number, o: SearchOptions, state: SearchState): Promise<void> {
   const config = configOf(o.space, o.base, choice);
   const result: CandidateResult = {
     key: choiceKey(choice),
@@ -142,16 +142,24 @@ async function evaluate(choice: Choice, n: number, o: SearchOptions, state: Sear
       if (bad) result.failed = `${bad.errors} failed requests at concurrency ${bad.concurrency}: ${bad.firstError}`;
     }
   } catch (err) {
-    if (o.signal?.aborted) throw new CancelledError('tune interrupted', { cause: err });
+    // Interrupted mid-candidate: not a result, just not explored (the report keeps what was measured before).
+    if (o.signal?.aborted) {
+      state.unexplored.push(result.label);
+      return;
+    }
     // The default config must load: without it there is nothing to compare against.
     if (n === 0) throw err;
     result.failed = NereidError.from(err).message;
   } finally {
     await o.target.unload(name);
   }
+  // A point cut short by the interrupt is not a measurement either.
+  if (o.signal?.aborted) {
+    state.unexplored.push(result.label);
+    return;
+  }
   state.results.push(result);
   o.onPoint?.(state);
-  return result;
 }
 
 /** The best measured candidate so far. */

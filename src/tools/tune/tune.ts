@@ -238,7 +238,8 @@ async function choose(report: TuneReport, state: SearchState, x: ChooseContext):
   const best = bestOf(state.results, x.o.objective);
   const def = state.results[0];
   if (best === undefined) {
-    report.noneMet = noneMet(state, x.o.constraints);
+    // Interrupted before anything was measured: nothing to say about the constraints.
+    if (state.results.length > 0) report.noneMet = noneMet(state, x.o.constraints);
     return undefined;
   }
   if (best === def || x.o.signal?.aborted) {
