@@ -297,3 +297,22 @@ describe('nereid tune --url on a server that refuses the repository API', () => 
     });
   });
 });
+
+describe('nereid tune --url on a server whose request size limit is below the model', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startNereid({ modelControlMode: 'explicit', httpMaxInputSize: 256 });
+  });
+  after(() => s?.close());
+
+  it('refuses clearly, naming the limit', async () => {
+    await assert.rejects(runTune(options(SIMPLE, { url: s.url })), (err: Error) => {
+      assert.match(
+        err.message,
+        /repository API: request JSON size of \d+ bytes exceeds the maximum allowed input size of 256 bytes/,
+      );
+      return true;
+    });
+    assert.deepEqual(await tuneModelsLoaded(s.url), []);
+  });
+});

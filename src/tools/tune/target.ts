@@ -76,7 +76,7 @@ async function connect(
         const e = NereidError.from(err);
         if (scratch !== undefined) throw e;
         throw new UnavailableError(
-          `the server at ${url} refused to load a candidate through its repository API: ${e.message}. ` +
+          `the server at ${url} refused to load a candidate through its repository API: ${e.message.replace(/\.$/, '')}. ` +
             `nereid tune --url needs a server started with --model-control-mode=explicit, the repository API allowed ` +
             `(--http-restricted-api), room for the model's files in a request (--http-max-input-size) and, for a model ` +
             `that runs code (python), --allow-code-in-load-requests; or tune without --url in a scratch server`,
