@@ -27,6 +27,7 @@ Options:
   --concurrency 1,8,64       concurrencies to measure (default: a sweep until throughput stops growing)
   --latency-budget-ms MS     constraint: p99 at most MS
   --min-throughput N         constraint: at least N inferences/s
+  --max-gpu-memory-mb MB     constraint: peak GPU memory used at most MB (NVML; the device's, all processes)
   --time-budget SECONDS      bounds the whole search (default 600)
   --input-data FILE          requests in perf_analyzer's JSON form (default: generated from the model's inputs)
   --shape NAME:d1,d2         dimensions of a variable-shaped input (after the batch dimension); repeatable
@@ -76,6 +77,7 @@ export function parseTuneArgs(argv: string[]): Omit<TuneOptions, 'startScratch'>
       concurrency: { type: 'string' },
       'latency-budget-ms': { type: 'string' },
       'min-throughput': { type: 'string' },
+      'max-gpu-memory-mb': { type: 'string' },
       'time-budget': { type: 'string' },
       'input-data': { type: 'string' },
       shape: { type: 'string', multiple: true },
@@ -104,6 +106,7 @@ export function parseTuneArgs(argv: string[]): Omit<TuneOptions, 'startScratch'>
     constraints: {
       latencyBudgetMs: positiveNumber('latency-budget-ms', v['latency-budget-ms']),
       minThroughput: positiveNumber('min-throughput', v['min-throughput']),
+      maxGpuMemoryMb: positiveNumber('max-gpu-memory-mb', v['max-gpu-memory-mb']),
     },
     concurrency: list('concurrency', v.concurrency),
     timeBudgetS: positiveNumber('time-budget', v['time-budget']) ?? 600,

@@ -176,6 +176,13 @@ describe('nereid tune', () => {
     await assert.rejects(readFile(join(out, 'none', 'config.pbtxt')), { code: 'ENOENT' });
   });
 
+  it('refuses a GPU memory budget for CPU candidates before starting anything', async () => {
+    await assert.rejects(
+      runTune(options(SIMPLE, { constraints: { maxGpuMemoryMb: 1000 } })),
+      /--max-gpu-memory-mb needs GPU candidates \(--kind gpu or KIND_GPU in the config\)/,
+    );
+  });
+
   it('refuses a candidate whose answers differ from the default config', async () => {
     const { report: r } = await runTune(
       options(join(FIXTURES, 'count_dependent'), { concurrency: [1], instanceCounts: [2], timeBudgetS: 60 }),

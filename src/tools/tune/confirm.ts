@@ -4,6 +4,7 @@
  * written only if it is at least as good as the default here; otherwise the default is kept, and the report says so.
  */
 import { measurePoint, prepareInfer, type PointResult } from './measure.js';
+import type { GpuSampler } from './gpu.js';
 import type { CandidateResult, Objective } from './search.js';
 import type { TuneTarget } from './target.js';
 
@@ -25,6 +26,7 @@ export interface ConfirmOptions {
   rounds: number;
   pointMs: number;
   warmupMs: number;
+  gpu?: GpuSampler;
   signal?: AbortSignal;
 }
 
@@ -48,6 +50,7 @@ export async function confirm(def: CandidateResult, best: CandidateResult, o: Co
       concurrency,
       warmupMs: o.warmupMs,
       maxMs: o.pointMs,
+      gpu: o.gpu,
       signal: o.signal,
     });
   const d: PointResult[] = [];

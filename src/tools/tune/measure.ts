@@ -8,6 +8,7 @@ import http from 'node:http';
 import { cpus } from 'node:os';
 import { encodeInferRequest } from '../../client/http-codec.js';
 import { toWireInput } from '../../client/tensors.js';
+import type { GpuSampler } from './gpu.js';
 import type { TuneRequest } from './inputs.js';
 
 export interface PointOptions {
@@ -19,6 +20,8 @@ export interface PointOptions {
   maxMs: number;
   /** Relative half-width of the 95% confidence interval that counts as stable (0.05: ±5%). */
   ciTarget?: number;
+  /** Samples GPU use over the measured part, when the candidates run on GPUs. */
+  gpu?: GpuSampler;
   signal?: AbortSignal;
 }
 
@@ -37,6 +40,9 @@ export interface PointResult {
   stable: boolean;
   /** Machine-wide CPU use over the point, 0–100. */
   cpuPct: number;
+  /** Mean GPU utilization, 0–100, and peak GPU memory used (MiB), when sampled. */
+  gpuPct?: number;
+  gpuMemMiB?: number;
   measuredMs: number;
 }
 
@@ -119,10 +125,12 @@ export async function measurePoint(prepared: readonly Prepared[], o: PointOption
   let stop = false;
   let cpu0 = cpuTimes();
   let measuredFrom = 0;
+  let stopGpu: (() => ReturnType<ReturnType<GpuSampler['start']>>) | undefined;
   const clock = setTimeout(function startMeasuring() {
     measuring = true;
     measuredFrom = performance.now();
     cpu0 = cpuTimes();
+    stopGpu = o.gpu?.start();
     const tick = setInterval(() => {
       windows.push(current);
       current = 0;
@@ -164,6 +172,7 @@ export async function measurePoint(prepared: readonly Prepared[], o: PointOption
   }
   const measuredMs = windows.length * windowMs;
   const cpu1 = cpuTimes();
+  const gpu = stopGpu?.();
   latencies.sort((a, b) => a - b);
   const { mean, ci } = confidence(windows);
   return {
@@ -177,6 +186,8 @@ export async function measurePoint(prepared: readonly Prepared[], o: PointOption
     ci,
     stable: ci <= ciTarget,
     cpuPct: cpu1.total > cpu0.total ? (100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total) : 0,
+    gpuPct: gpu?.utilPct,
+    gpuMemMiB: gpu?.memUsedMiB,
     measuredMs,
   };
 }

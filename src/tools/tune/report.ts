@@ -54,12 +54,13 @@ function cells(row: Row): string[] {
     num(p?.p50Ms, 2),
     num(p?.p99Ms, 2),
     num(p?.cpuPct, 0),
-    '–',
+    num(p?.gpuPct, 0),
+    num(p?.gpuMemMiB, 0),
     row.note,
   ];
 }
 
-const HEAD = ['#', 'config', 'conc', 'infer/s', 'p50 ms', 'p99 ms', 'CPU %', 'GPU %', 'note'];
+const HEAD = ['#', 'config', 'conc', 'infer/s', 'p50 ms', 'p99 ms', 'CPU %', 'GPU %', 'GPU MiB', 'note'];
 
 /** The plain-text table printed at the end. */
 export function summaryTable(r: TuneReport): string {
@@ -130,6 +131,7 @@ export function markdownReport(r: TuneReport): string {
   const cons = [
     r.constraints.latencyBudgetMs !== undefined ? `p99 ≤ ${r.constraints.latencyBudgetMs} ms` : '',
     r.constraints.minThroughput !== undefined ? `throughput ≥ ${r.constraints.minThroughput}/s` : '',
+    r.constraints.maxGpuMemoryMb !== undefined ? `GPU memory ≤ ${r.constraints.maxGpuMemoryMb} MiB` : '',
   ].filter(Boolean);
   return [
     `# nereid tune: ${r.model}`,
@@ -156,7 +158,7 @@ export function markdownReport(r: TuneReport): string {
     `- Load generator ceiling (health endpoint, concurrency ${r.ceiling?.concurrency ?? '–'}): ${num(r.ceiling?.throughput, 0)} requests/s; a point above 80% of it is marked.`,
     `- Answers checked against the default config's on the same requests: ${r.tolerance}.`,
     `- Dimensions: ${r.dimensions.map((d) => `${d.name} (${d.settings.join(' | ')})`).join('; ')}.`,
-    `- GPU use and GPU memory are not measured on this path (CPU candidates).`,
+    `- GPU use and GPU memory (the device's, every process on it): ${r.gpu}.`,
     `- Not explored (time budget): ${r.unexplored.length === 0 ? 'nothing' : r.unexplored.join('; ')}.`,
     '',
   ].join('\n');

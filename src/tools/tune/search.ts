@@ -7,6 +7,7 @@
 import type { ModelConfig } from '../../config/model-config.js';
 import { NereidError } from '../../core/errors.js';
 import { collectAnswers, compareAnswers, type Answers } from './compare.js';
+import type { GpuSampler } from './gpu.js';
 import type { TuneRequest } from './inputs.js';
 import { measurePoint, prepareInfer, type PointResult } from './measure.js';
 import {
@@ -26,6 +27,8 @@ export type Objective = 'throughput' | 'latency';
 export interface Constraints {
   latencyBudgetMs?: number;
   minThroughput?: number;
+  /** Peak GPU memory used, MiB (needs NVML). */
+  maxGpuMemoryMb?: number;
 }
 
 export interface CandidateResult {
@@ -59,6 +62,7 @@ export interface SearchOptions {
   onPoint?: (state: SearchState) => void;
   /** The default config's answers to the first requests: every candidate must give the same. */
   reference: Answers;
+  gpu?: GpuSampler;
 }
 
 export interface SearchState {
@@ -71,6 +75,7 @@ export interface SearchState {
 export function meets(p: PointResult, c: Constraints): boolean {
   if (p.errors > 0 || p.requests === 0) return false;
   if (c.latencyBudgetMs !== undefined && p.p99Ms > c.latencyBudgetMs) return false;
+  if (c.maxGpuMemoryMb !== undefined && (p.gpuMemMiB ?? Infinity) > c.maxGpuMemoryMb) return false;
   return c.minThroughput === undefined || p.throughput >= c.minThroughput;
 }
 
@@ -79,7 +84,9 @@ export function violation(p: PointResult, c: Constraints): number {
   if (p.requests === 0) return Infinity;
   const lat = c.latencyBudgetMs === undefined ? 0 : Math.max(0, p.p99Ms / c.latencyBudgetMs - 1);
   const thr = c.minThroughput === undefined ? 0 : Math.max(0, 1 - p.throughput / c.minThroughput);
-  return lat + thr + (p.errors > 0 ? 1 : 0);
+  const mem =
+    c.maxGpuMemoryMb === undefined || p.gpuMemMiB === undefined ? 0 : Math.max(0, p.gpuMemMiB / c.maxGpuMemoryMb - 1);
+  return lat + thr + mem + (p.errors > 0 ? 1 : 0);
 }
 
 /** True when `a` is better than `b` for the objective. */
@@ -108,6 +115,7 @@ async function measureCandidate(name: string, o: SearchOptions, state: SearchSta
       concurrency,
       warmupMs: o.warmupMs,
       maxMs: o.pointMs,
+      gpu: o.gpu,
       signal: o.signal,
     });
     points.push(p);

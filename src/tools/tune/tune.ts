@@ -12,6 +12,7 @@ import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, NereidError } from '../../core/errors.js';
 import { collectAnswers, toleranceText } from './compare.js';
 import { confirm, keepsWinner, type Confirmation } from './confirm.js';
+import { openGpuSampler, type GpuSampler } from './gpu.js';
 import { generatedRequests, requestsFromFile, type TuneRequest } from './inputs.js';
 import { measureCeiling, type PointResult } from './measure.js';
 import {
@@ -62,6 +63,8 @@ export interface TuneReport {
   pointMs: number;
   ceiling?: PointResult;
   tolerance: string;
+  /** Where GPU use was sampled, or why it was not. */
+  gpu: string;
   dimensions: { name: string; settings: string[] }[];
   candidates: CandidateResult[];
   unexplored: string[];
@@ -100,6 +103,7 @@ function constraintText(c: Constraints): string {
   const parts = [
     c.latencyBudgetMs !== undefined ? `p99 ≤ ${c.latencyBudgetMs} ms` : '',
     c.minThroughput !== undefined ? `throughput ≥ ${c.minThroughput}/s` : '',
+    c.maxGpuMemoryMb !== undefined ? `GPU memory ≤ ${c.maxGpuMemoryMb} MiB` : '',
   ].filter(Boolean);
   return parts.join(', ');
 }
@@ -148,7 +152,11 @@ export async function runTune(o: TuneOptions): Promise<TuneOutcome> {
     instanceCounts: o.instanceCounts,
   });
   const tag = `${name}__tune_${process.pid}`;
-  const target = await openTarget(o.modelDir, o.url, o.startScratch);
+  const gpu = await gpuSampler(o, base);
+  const target = await openTarget(o.modelDir, o.url, o.startScratch).catch(async (err: unknown) => {
+    await gpu.sampler?.close();
+    throw err;
+  });
   try {
     const probe = `${tag}_default`;
     const loadStart = Date.now();
@@ -180,6 +188,7 @@ export async function runTune(o: TuneOptions): Promise<TuneOutcome> {
       signal: o.signal,
       onPoint: (s) => o.progress?.(progressLine(s, o, started, budgetMs)),
       reference,
+      gpu: gpu.sampler,
     });
     const report: TuneReport = {
       model: name,
@@ -199,6 +208,7 @@ export async function runTune(o: TuneOptions): Promise<TuneOutcome> {
       pointMs,
       ceiling,
       tolerance: toleranceText(),
+      gpu: gpu.note,
       dimensions: space.dimensions.map((d) => ({ name: d.name, settings: d.settings.map((s) => s.label) })),
       candidates: state.results,
       unexplored: state.unexplored,
@@ -213,12 +223,31 @@ export async function runTune(o: TuneOptions): Promise<TuneOutcome> {
       warmupMs,
       deadline: started + budgetMs,
       o,
+      gpu: gpu.sampler,
     });
     report.finishedAt = new Date().toISOString();
     return { report, config, base };
   } finally {
     await target.close();
+    await gpu.sampler?.close();
   }
+}
+
+/** NVML when the candidates run on GPUs; a GPU memory budget without it is refused before anything runs. */
+async function gpuSampler(o: TuneOptions, base: ModelConfig): Promise<{ sampler?: GpuSampler; note: string }> {
+  const onGpu = o.kinds?.includes('KIND_GPU') ?? base.instance_group?.some((g) => g.kind === 'KIND_GPU') ?? false;
+  if (!onGpu) {
+    if (o.constraints.maxGpuMemoryMb !== undefined) {
+      throw new InvalidArgError('--max-gpu-memory-mb needs GPU candidates (--kind gpu or KIND_GPU in the config)');
+    }
+    return { note: 'not sampled (CPU candidates)' };
+  }
+  const s = await openGpuSampler(o.gpus);
+  if ('start' in s) return { sampler: s, note: `sampled with NVML every 100 ms on GPU ${o.gpus?.join(',') ?? 'all'}` };
+  if (o.constraints.maxGpuMemoryMb !== undefined) {
+    throw new InvalidArgError(`--max-gpu-memory-mb needs GPU memory readings, and NVML is not usable: ${s.reason}`);
+  }
+  return { note: `not sampled: ${s.reason}` };
 }
 
 interface ChooseContext {
@@ -231,6 +260,7 @@ interface ChooseContext {
   /** The end of the time budget. */
   deadline: number;
   o: TuneOptions;
+  gpu?: GpuSampler;
 }
 
 /** The written config: the winner if the confirmation keeps it, else the default; none when none met the constraints. */
@@ -259,6 +289,7 @@ async function choose(report: TuneReport, state: SearchState, x: ChooseContext):
     // What the budget has left, shared by the six points (never under 200 ms: a shorter point measures nothing).
     pointMs: Math.max(200, Math.min(x.pointMs, (x.deadline - Date.now()) / 6 - x.warmupMs)),
     warmupMs: x.warmupMs,
+    gpu: x.gpu,
     signal: x.o.signal,
   });
   await x.target.unload(bestName);
