@@ -63,32 +63,41 @@ function oneOf<T extends string>(flag: string, v: string | undefined, allowed: r
   return v as T;
 }
 
+/** node:util's parseArgs, its usage errors (an unknown or valueless option) as INVALID_ARG: exit status 2. */
+function parseTuneFlags(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        'model-repository': { type: 'string' },
+        model: { type: 'string' },
+        url: { type: 'string' },
+        mode: { type: 'string' },
+        objective: { type: 'string' },
+        concurrency: { type: 'string' },
+        'latency-budget-ms': { type: 'string' },
+        'min-throughput': { type: 'string' },
+        'max-gpu-memory-mb': { type: 'string' },
+        'time-budget': { type: 'string' },
+        'input-data': { type: 'string' },
+        shape: { type: 'string', multiple: true },
+        kind: { type: 'string' },
+        gpus: { type: 'string' },
+        'instance-counts': { type: 'string' },
+        'measurement-ms': { type: 'string' },
+        output: { type: 'string' },
+        write: { type: 'boolean' },
+      },
+    });
+  } catch (err) {
+    throw new InvalidArgError(`tune: ${(err as Error).message} (see nereid tune --help)`, { cause: err });
+  }
+}
+
 /** Options from argv (without the signal and progress). */
 export function parseTuneArgs(argv: string[]): Omit<TuneOptions, 'startScratch'> & { output?: string; write: boolean } {
-  const { values: v, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      'model-repository': { type: 'string' },
-      model: { type: 'string' },
-      url: { type: 'string' },
-      mode: { type: 'string' },
-      objective: { type: 'string' },
-      concurrency: { type: 'string' },
-      'latency-budget-ms': { type: 'string' },
-      'min-throughput': { type: 'string' },
-      'max-gpu-memory-mb': { type: 'string' },
-      'time-budget': { type: 'string' },
-      'input-data': { type: 'string' },
-      shape: { type: 'string', multiple: true },
-      kind: { type: 'string' },
-      gpus: { type: 'string' },
-      'instance-counts': { type: 'string' },
-      'measurement-ms': { type: 'string' },
-      output: { type: 'string' },
-      write: { type: 'boolean' },
-    },
-  });
+  const { values: v, positionals } = parseTuneFlags(argv);
   let modelDir = positionals[0];
   if (positionals.length > 1) throw new InvalidArgError(`'tune' takes one model folder, got ${positionals.join(', ')}`);
   if (modelDir === undefined && v['model-repository'] !== undefined && v.model !== undefined) {

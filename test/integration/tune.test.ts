@@ -10,7 +10,7 @@ import { parseModelConfigOrThrow } from '../../src/config/index.js';
 import { runTuneCommand } from '../../src/cli/tune-command.js';
 import { startScratchServer } from '../../src/cli/tune-scratch.js';
 import { writeOutputs } from '../../src/tools/tune/output.js';
-import { summaryTable } from '../../src/tools/tune/report.js';
+import { markdownReport, summaryTable } from '../../src/tools/tune/report.js';
 import { runTune, type TuneOptions, type TuneReport } from '../../src/tools/tune/tune.js';
 import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
@@ -174,6 +174,16 @@ describe('nereid tune', () => {
     assert.ok(report.noneMet && report.noneMet.closest.length >= 1);
     assert.equal(report.written, undefined);
     await assert.rejects(readFile(join(out, 'none', 'config.pbtxt')), { code: 'ENOENT' });
+  });
+
+  it('exhaustive mode starts with the default and lists what the budget left unexplored', async () => {
+    const { report: r } = await runTune(options(SIMPLE, { mode: 'exhaustive', timeBudgetS: 2, measurementMs: 250 }));
+    const total = r.dimensions.reduce((n, d) => n * d.settings.length, 1);
+    assert.equal(r.mode, 'exhaustive');
+    assert.equal(r.candidates[0].label, 'default');
+    assert.ok(r.unexplored.length > 0, 'a 2 s budget does not reach every combination');
+    assert.ok(r.candidates.length + r.unexplored.length <= total);
+    assert.match(markdownReport(r), /Not explored \(time budget\): .*instances=/);
   });
 
   it('refuses a GPU memory budget for CPU candidates before starting anything', async () => {
