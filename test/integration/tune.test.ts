@@ -131,7 +131,7 @@ describe('nereid tune', () => {
     assert.equal(config.backend, 'onnxruntime');
   });
 
-  it('changes the model folder only with --write, keeping the old config beside it', async () => {
+  it('changes the model folder only with --write, keeping the old config beside it; the console shows the report', async () => {
     const before = await readFile(join(SIMPLE, 'config.pbtxt'), 'utf8');
     const copy = join(out, 'write', 'simple');
     await cp(SIMPLE, copy, { recursive: true });
@@ -146,6 +146,28 @@ describe('nereid tune', () => {
     assert.equal(printed.join(''), text, 'with no --output the config is printed');
     assert.match(errs.join(''), /^#\s+config\s+conc\s+infer\/s\s+p50 ms\s+p99 ms/m);
     assert.equal(await readFile(join(SIMPLE, 'config.pbtxt'), 'utf8'), before, 'the examples were only read');
+
+    // A server of that repository: the model loads with its tune/ folder, and the web console shows the report.
+    const s = await startNereid({ repositories: [join(out, 'write')] });
+    try {
+      assert.equal((await fetch(`${s.url}/v2/models/simple/ready`)).status, 200);
+      const res = await fetch(`${s.url}/console/api/models/simple/tune`);
+      assert.equal(res.status, 200);
+      const shown = (await res.json()) as TuneReport;
+      assert.equal(shown.model, 'simple');
+      assert.equal(shown.candidates[0].label, 'default');
+      assert.ok(shown.written);
+      const none = await fetch(`${s.url}/console/api/models/untuned/tune`);
+      assert.equal(none.status, 404);
+      assert.match(
+        ((await none.json()) as { error: string }).error,
+        /no tune report for model 'untuned': run 'nereid tune/,
+      );
+      const bad = await fetch(`${s.url}/console/api/models/..%2Fsimple/tune`);
+      assert.equal(bad.status, 400, 'a name that leaves the repository is refused');
+    } finally {
+      await s.close();
+    }
   });
 
   it('says so when no config meets the constraints, and lists the closest', async () => {
