@@ -225,6 +225,8 @@ async function modelPage(main, [name]) {
     ),
   );
   main.append(versions);
+  const tune = await tunePanel(name);
+  if (tune) main.append(tune);
   const ready = rows.some((r) => r.state === 'READY');
   if (ready) {
     const meta = await getJson(`/v2/models/${encodeURIComponent(name)}`);
@@ -257,6 +259,59 @@ async function modelPage(main, [name]) {
       ),
     );
   }
+}
+
+/** The report `nereid tune --write` left in the model's folder, read-only; nothing when there is none. */
+async function tunePanel(name) {
+  let r;
+  try {
+    r = await getJson(`/console/api/models/${encodeURIComponent(name)}/tune`);
+  } catch {
+    return '';
+  }
+  const fixed = (v, d) => (typeof v === 'number' ? v.toFixed(d) : '–');
+  const shown = (c) => c.best || [...c.points].sort((a, b) => b.throughput - a.throughput)[0];
+  const note = (c) =>
+    [
+      c.label === (r.written && r.written.label) ? '★ written' : '',
+      c.refused ? `refused: ${c.refused}` : '',
+      c.failed ? `failed: ${c.failed}` : '',
+    ]
+      .filter(Boolean)
+      .join('; ');
+  const rows = r.candidates.map((c, i) => {
+    const p = shown(c);
+    return h(
+      'tr',
+      {},
+      h('td', {}, String(i + 1)),
+      h('td', {}, c.label),
+      h('td', {}, p ? String(p.concurrency) : '–'),
+      h('td', {}, fixed(p && p.throughput, 1)),
+      h('td', {}, fixed(p && p.p50Ms, 2)),
+      h('td', {}, fixed(p && p.p99Ms, 2)),
+      h('td', { class: 'reason' }, note(c)),
+    );
+  });
+  const head = ['#', 'config', 'conc', 'infer/s', 'p50 ms', 'p99 ms', 'note'].map((t) => h('th', {}, t));
+  return h(
+    'div',
+    { class: 'panel', id: 'tune-report' },
+    h(
+      'h2',
+      { style: 'margin-top:0' },
+      'Tune report ',
+      h('span', { class: 'muted' }, '(nereid tune --write, read-only)'),
+    ),
+    h(
+      'p',
+      {},
+      `${r.startedAt} on ${r.machine.host} (${r.machine.cores} cores); ${r.mode} search, objective ${r.objective}. `,
+      r.written ? h('b', {}, `Written: ${r.written.label} — ${r.written.reason}.`) : r.noneMet ? r.noneMet.message : '',
+    ),
+    h('table', {}, h('thead', {}, h('tr', {}, head)), h('tbody', {}, rows)),
+    r.unexplored.length ? h('p', { class: 'muted' }, `Not explored (time budget): ${r.unexplored.join('; ')}`) : '',
+  );
 }
 
 // ---------- try it ----------

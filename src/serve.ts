@@ -89,6 +89,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
         logs: o.console.logs,
         latency,
         access: o.console.access,
+        repositories: opts.repositories,
       };
     }
     if (threads > 1) {

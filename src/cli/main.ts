@@ -193,7 +193,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(
-      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve     Serve a model repository (nereid serve --help)\n  model     Check a model folder and print its completed config (nereid model --help)\n  gpu       Set up and check the GPU libraries (nereid gpu --help)\n  convert   ONNX -> TensorRT plan (nereid convert --help)\n  tensorrt  Set up and check TensorRT (nereid tensorrt --help)\n`,
+      `nereid ${NEREID_VERSION}\n\nCommands:\n  serve     Serve a model repository (nereid serve --help)\n  model     Check a model folder and print its completed config (nereid model --help)\n  gpu       Set up and check the GPU libraries (nereid gpu --help)\n  convert   ONNX -> TensorRT plan (nereid convert --help)\n  tensorrt  Set up and check TensorRT (nereid tensorrt --help)\n  tune      Find the best config for a model on this machine (nereid tune --help)\n`,
     );
     return cmd === undefined ? 2 : 0;
   }
@@ -208,8 +208,9 @@ async function main(argv: string[]): Promise<number> {
   }
   if (cmd === 'convert') return (await import('./convert.js')).runConvert(rest);
   if (cmd === 'tensorrt') return (await import('./tensorrt-setup.js')).runTensorRTCommand(rest);
+  if (cmd === 'tune') return (await import('./tune-command.js')).runTuneCommand(rest);
   if (cmd !== 'serve') {
-    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, model, gpu, convert, tensorrt)\n`);
+    process.stderr.write(`nereid: unknown command '${cmd}' (commands: serve, model, gpu, convert, tensorrt, tune)\n`);
     return 2;
   }
   return runServe(rest);

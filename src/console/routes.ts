@@ -5,6 +5,7 @@ import { NEREID_VERSION } from '../core/version.js';
 import { send, sendJson } from '../protocol/http/respond.js';
 import type { Handler, Route, RouteContext } from '../protocol/http/routes.js';
 import { loadAssets, type Asset } from './assets.js';
+import { readTuneReport } from './tune-report.js';
 import type { LatencySummary } from './latency-window.js';
 
 /** Triton's restricted-API categories of what the console's own endpoints show. */
@@ -41,6 +42,8 @@ export interface ConsoleSources {
   /** Request latencies, fed by the server's observer. */
   latency: ConsoleLatencySource;
   access?: ConsoleAccess;
+  /** The model repositories, where the console finds the report `nereid tune --write` left in a model's folder. */
+  repositories?: readonly string[];
 }
 
 export interface ConsoleOptions extends ConsoleSources {
@@ -126,6 +129,11 @@ export function consoleRoutes(opts: ConsoleOptions): Route[] {
     const after = intParam(req, 'after', 0, Number.MAX_SAFE_INTEGER);
     await send(req, res, 200, 'application/json', [Buffer.from(opts.logs.json(after), 'utf8')]);
   };
+  const tune: Handler = async (ctx) => {
+    if (!guard(ctx, 'model-config')) return;
+    const text = await readTuneReport(opts.repositories ?? [], ctx.model);
+    await send(ctx.req, ctx.res, 200, 'application/json', [Buffer.from(text, 'utf8')]);
+  };
   const latency: Handler = async (ctx) => {
     if (!guard(ctx, 'statistics')) return;
     const windowMs = intParam(ctx.req, 'window_ms', 100, 60_000) ?? 2000;
@@ -140,6 +148,7 @@ export function consoleRoutes(opts: ConsoleOptions): Route[] {
       category: 'model-config',
       methods: { GET: configText },
     },
+    { pattern: /^\/console\/api\/models\/(?<model>[^/]+)\/tune$/, category: 'model-config', methods: { GET: tune } },
     { pattern: /^\/console\/api\/logs$/, category: 'logging', methods: { GET: logs } },
     { pattern: /^\/console\/api\/latency$/, category: 'statistics', methods: { GET: latency } },
     {

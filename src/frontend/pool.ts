@@ -112,6 +112,7 @@ class FrontEndThread {
       modelControlMode: opts.console.modelControlMode,
       logsKept: opts.console.logs?.capacity,
       access: opts.console.access !== undefined,
+      repositories: opts.console.repositories,
     };
     this.worker = spawnFrontEndThread({
       index,

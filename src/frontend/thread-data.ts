@@ -21,6 +21,8 @@ export interface FrontEndConsole {
   logsKept?: number;
   /** Whether an access rule (ConsoleAccess) is set: the thread asks the main thread to apply it. */
   access: boolean;
+  /** The model repositories (the console reads tune reports from model folders itself). */
+  repositories?: readonly string[];
 }
 
 /** What pool.ts hands a front-end thread (thread.ts) at start, as its workerData. */

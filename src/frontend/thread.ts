@@ -51,6 +51,7 @@ function consoleSources(c: NonNullable<typeof data.console>): ConsoleSources {
   const logsKept = c.logsKept;
   return {
     modelControlMode: c.modelControlMode,
+    repositories: c.repositories,
     logs:
       logsKept === undefined
         ? undefined

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { LogRing } from '../../src/console/index.js';
 import { createLogger } from '../../src/core/logger.js';
-import { startNereid, type TestServer } from '../helpers/server.js';
+import { EXAMPLES, startNereid, type TestServer } from '../helpers/server.js';
 
 /**
  * The web console in a real headless Chromium (Debian's `chromium`, driven by puppeteer-core): every page, its
@@ -126,6 +126,50 @@ describe('web console in Chromium', { skip }, () => {
     const inputs = await page.$$eval('#metadata table', (t) => t[0].textContent ?? '');
     assert.match(inputs, /attention_mask/);
     await shot('model');
+  });
+
+  it('shows the report nereid tune --write left in a model folder, read-only', async () => {
+    const repo = await mkdtemp(join(tmpdir(), 'nereid-console-tune-'));
+    await cp(join(EXAMPLES, 'simple'), join(repo, 'simple'), { recursive: true });
+    const point = { concurrency: 4, throughput: 2376.3, p50Ms: 0.81, p99Ms: 8.31 };
+    const report = {
+      model: 'simple',
+      mode: 'quick',
+      objective: 'throughput',
+      startedAt: '2026-12-02T03:00:00.000Z',
+      machine: { host: 'vm', cores: 2 },
+      candidates: [
+        { label: 'default', points: [{ ...point, throughput: 800 }], best: { ...point, throughput: 800 } },
+        { label: 'instances=2×CPU', points: [point], best: point },
+        { label: 'instances=4×CPU', points: [], refused: 'answers differ from the default config' },
+      ],
+      unexplored: ['intra_op_thread_count=1'],
+      written: { label: 'instances=2×CPU', reason: 'best in the search' },
+    };
+    await mkdir(join(repo, 'simple', 'tune'));
+    await writeFile(join(repo, 'simple', 'tune', 'report.json'), JSON.stringify(report));
+    const tuned = await startNereid({ repositories: [repo], allowGrpc: false, allowMetrics: false });
+    try {
+      await page.goto('about:blank');
+      await page.goto(`${tuned.url}/console/#/models/simple`, { waitUntil: 'domcontentloaded' });
+      const panel = await page.waitForSelector('#tune-report', { timeout: TIMEOUT });
+      const text = (await panel?.evaluate((e) => e.textContent)) ?? '';
+      assert.match(text, /Written: instances=2×CPU — best in the search/);
+      assert.match(text, /2376\.3/);
+      assert.match(text, /refused: answers differ/);
+      assert.match(text, /Not explored \(time budget\): intra_op_thread_count=1/);
+      assert.equal(await page.$$eval('#tune-report button', (b) => b.length), 0, 'read-only: no actions');
+      await shot('tune');
+    } finally {
+      await tuned.close();
+      await rm(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('shows no tune panel for a model without a report', async () => {
+    await open('#/models/text_encoder');
+    await page.waitForSelector('#config-text', { timeout: TIMEOUT });
+    assert.equal(await page.$('#tune-report'), null);
   });
 
   it('runs inference from the try-it form and shows the top classes with their labels', async () => {
