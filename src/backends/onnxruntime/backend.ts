@@ -7,6 +7,7 @@ import { onnxruntimeCapiAdapter } from './engine.js';
 import { onnxruntimeDescriptor } from './descriptor.js';
 import { planSession, usesCudaGraphs } from './options-capi.js';
 import { autoCompleteOnnx } from './signature.js';
+import { gatedOnDevice } from './gated.js';
 
 /** Whether the model's sessions replay CUDA graphs; a config the plan refuses is left to the load to report. */
 function graphsOf(ctx: EngineLoadContext): boolean {
@@ -42,10 +43,20 @@ function warnPlanOnce(ctx: Parameters<Backend['load']>[0]): void {
  *   message each way per batch, but every run of an instance comes from the same thread.
  * A model whose sessions replay CUDA graphs (`enable_cuda_graph`) loads on `thread`: the copies into the graphs'
  * fixed device buffers run on the instance's own thread (capi/cuda-graphs.ts). Auto-complete always runs in-process
- * (it reads the model's signature, no run).
+ * (it reads the model's signature, no run). KIND_GPU instances of both transports pass their device's gate
+ * (gated.ts): a model that captures CUDA graphs at load is created alone on its GPU.
+ *
+ * `engines` (tests): TEST DOUBLES of the two transports' engines, behind this backend's descriptor, transport
+ * choice and device gate (a machine without a GPU cannot create the real KIND_GPU sessions).
  */
-export function onnxruntimeBackend(): Backend {
+export function onnxruntimeBackend(
+  engines?: (descriptor: ReturnType<typeof onnxruntimeDescriptor>) => { inProcess: Backend; threaded: Backend },
+): Backend {
   const descriptor = onnxruntimeDescriptor();
+  if (engines !== undefined) {
+    const e = engines(descriptor);
+    return gatedOnDevice(withThreadTransport('onnxruntime', e.inProcess, e.threaded, graphsOf), graphsOf);
+  }
   const inProcess = inProcessBackend(
     {
       ...descriptor,
@@ -65,5 +76,5 @@ export function onnxruntimeBackend(): Backend {
       return worker.load(ctx, signal);
     },
   };
-  return withThreadTransport('onnxruntime', inProcess, threaded, graphsOf);
+  return gatedOnDevice(withThreadTransport('onnxruntime', inProcess, threaded, graphsOf), graphsOf);
 }
