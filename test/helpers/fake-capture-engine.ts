@@ -2,7 +2,7 @@ import type { Backend, EngineAdapter, EngineLoadContext } from '../../src/backen
 import { inProcessBackend } from '../../src/backends/runtime/inprocess.js';
 import { planSession, usesCudaGraphs } from '../../src/backends/onnxruntime/options-capi.js';
 import { autoCompleteOnnx } from '../../src/backends/onnxruntime/signature.js';
-import type { onnxruntimeBackend } from '../../src/backends/onnxruntime/backend.js';
+import type { OnnxruntimeBackendOptions } from '../../src/backends/onnxruntime/backend.js';
 
 /** CUDA's message for a synchronous call during a global-mode capture, as onnxruntime's CUDA provider words it. */
 export const CAPTURE_FAILURE =
@@ -58,7 +58,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * its instance creation; any other instance's creation waits until a capture began (or `holdMs`), then makes a
  * synchronous CUDA call. Runs make one too and answer the `simple` model's sums and differences.
  */
-export function fakeCaptureEngines(gpu: FakeCaptureGpu): Parameters<typeof onnxruntimeBackend>[0] {
+export function fakeCaptureEngines(gpu: FakeCaptureGpu): NonNullable<OnnxruntimeBackendOptions['engines']> {
   return (descriptor) => {
     const adapter: EngineAdapter = {
       load: (ctx: EngineLoadContext) => {

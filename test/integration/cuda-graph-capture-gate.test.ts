@@ -52,7 +52,7 @@ describe('CUDA graph captures at load and other KIND_GPU loads on one GPU (TEST 
     dirs.push(root);
     const server = await InferenceServer.create({
       repositories: [root],
-      backends: [onnxruntimeBackend(fakeCaptureEngines(gpu))],
+      backends: [onnxruntimeBackend({ engines: fakeCaptureEngines(gpu) })],
       gpus: [0],
       modelLoadThreadCount: 4,
     });
@@ -77,7 +77,7 @@ describe('CUDA graph captures at load and other KIND_GPU loads on one GPU (TEST 
     const logger = recordingLogger();
     const server = await InferenceServer.create({
       repositories: [root],
-      backends: [onnxruntimeBackend(fakeCaptureEngines(gpu))],
+      backends: [onnxruntimeBackend({ engines: fakeCaptureEngines(gpu) })],
       gpus: [0],
       logger,
     });

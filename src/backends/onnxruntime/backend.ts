@@ -1,4 +1,6 @@
-import type { Backend, EngineLoadContext } from '../contract.js';
+import type { Backend, EngineLoadContext, InstanceSpec } from '../contract.js';
+import type { OutputPool, OutputPoolStats } from './capi/output-pool.js';
+import { DEFAULT_PINNED_POOL_BYTES, DevicePools } from './device-pools.js';
 import { inProcessBackend } from '../runtime/inprocess.js';
 import { withThreadTransport } from '../runtime/transport.js';
 import { workerBackend } from '../runtime/worker/host.js';
@@ -46,16 +48,38 @@ function warnPlanOnce(ctx: Parameters<Backend['load']>[0]): void {
  * (it reads the model's signature, no run). KIND_GPU instances of both transports pass their device's gate
  * (gated.ts): a model that captures CUDA graphs at load is created alone on its GPU.
  *
- * `engines` (tests): TEST DOUBLES of the two transports' engines, behind this backend's descriptor, transport
- * choice and device gate (a machine without a GPU cannot create the real KIND_GPU sessions).
+ * KIND_GPU instances in-process write their outputs into their device's page-locked pool (device-pools.ts) and
+ * lend them to HTTP binary responses (capi/pooled-responses.ts).
  */
-export function onnxruntimeBackend(
-  engines?: (descriptor: ReturnType<typeof onnxruntimeDescriptor>) => { inProcess: Backend; threaded: Backend },
-): Backend {
+export interface OnnxruntimeBackendOptions {
+  /** `--pinned-memory-pool-byte-size`: page-locked output memory per GPU (default 256 MiB, Triton's; 0: none). */
+  pinnedMemoryPoolBytes?: number;
+  /** Tests: an in-process instance's output pool instead of its device's (a pool over a TEST DOUBLE, on KIND_CPU). */
+  outputPoolFor?: (spec: InstanceSpec) => OutputPool | undefined;
+  /**
+   * Tests: TEST DOUBLES of the two transports' engines, behind this backend's descriptor, transport choice and
+   * device gate (a machine without a GPU cannot create the real KIND_GPU sessions).
+   */
+  engines?: (descriptor: ReturnType<typeof onnxruntimeDescriptor>) => { inProcess: Backend; threaded: Backend };
+}
+
+/** The backend, with its pools' statistics for the metrics. */
+export type OnnxruntimeBackend = Backend & { pinnedPoolStats(): OutputPoolStats };
+
+export function onnxruntimeBackend(opts: OnnxruntimeBackendOptions = {}): OnnxruntimeBackend {
   const descriptor = onnxruntimeDescriptor();
-  if (engines !== undefined) {
-    const e = engines(descriptor);
-    return gatedOnDevice(withThreadTransport('onnxruntime', e.inProcess, e.threaded, graphsOf), graphsOf);
+  const pools = new DevicePools(opts.pinnedMemoryPoolBytes ?? DEFAULT_PINNED_POOL_BYTES);
+  const finish = (inProcess: Backend, threaded: Backend): OnnxruntimeBackend => ({
+    ...gatedOnDevice(withThreadTransport('onnxruntime', inProcess, threaded, graphsOf), graphsOf),
+    pinnedPoolStats: () => pools.stats(),
+    close: () => {
+      pools.close();
+      return Promise.resolve();
+    },
+  });
+  if (opts.engines !== undefined) {
+    const e = opts.engines(descriptor);
+    return finish(e.inProcess, e.threaded);
   }
   const inProcess = inProcessBackend(
     {
@@ -66,7 +90,7 @@ export function onnxruntimeBackend(
         return completed;
       },
     },
-    onnxruntimeCapiAdapter(),
+    onnxruntimeCapiAdapter({ outputPool: opts.outputPoolFor ?? ((spec) => pools.forInstance(spec)) }),
   );
   const worker = workerBackend(descriptor, adapterUrl(import.meta.url, './thread-adapter'));
   const threaded: Backend = {
@@ -76,5 +100,5 @@ export function onnxruntimeBackend(
       return worker.load(ctx, signal);
     },
   };
-  return gatedOnDevice(withThreadTransport('onnxruntime', inProcess, threaded, graphsOf), graphsOf);
+  return finish(inProcess, threaded);
 }
