@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { onnxruntimeBackend } from '../../src/backends/onnxruntime/backend.js';
 import { OutputPool } from '../../src/backends/onnxruntime/capi/output-pool.js';
+import { metricsSourceFrom, startMetricsServer } from '../../src/metrics/index.js';
 import { startHttpServer } from '../../src/protocol/http/server.js';
 import { InferenceServer } from '../../src/server/server.js';
 import { buildModel, ELEM } from '../fixtures/onnx-builder.js';
@@ -168,6 +169,32 @@ describe('pooled page-locked outputs lent to HTTP binary responses (onnxruntime,
     expectOwn(await b.read(), 9, 'b');
     await until('every buffer is back', () => pool.stats().lentBytes === 0);
     assert.equal(allocations, 2);
+  });
+
+  it('the pool is observable: nv_pinned_memory_pool_total_bytes / _used_bytes and the waits', async () => {
+    const metrics = await startMetricsServer(
+      { ...metricsSourceFrom(server), pinnedPool: () => pool.stats() },
+      { port: 0, host: '127.0.0.1', allowCpuMetrics: false, allowGpuMetrics: false },
+    );
+    const scrape = async (): Promise<Record<string, number>> => {
+      const text = await (await fetch(`http://127.0.0.1:${metrics.port}/metrics`)).text();
+      const pick = (name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+      return {
+        total: pick('nv_pinned_memory_pool_total_bytes'),
+        used: pick('nv_pinned_memory_pool_used_bytes'),
+        waits: pick('nereid_pinned_memory_pool_waits_total'),
+      };
+    };
+    try {
+      const slow = rawRequest(http.port, 11);
+      await until('the slow response holds a buffer', () => pool.stats().lentBytes === BYTES);
+      assert.deepEqual(await scrape(), { total: 2 * BYTES, used: BYTES, waits: pool.stats().waits });
+      expectOwn(await slow.read(), 11, 'the slow client');
+      await until('every buffer is back', () => pool.stats().lentBytes === 0);
+      assert.equal((await scrape()).used, 0);
+    } finally {
+      await metrics.close();
+    }
   });
 
   it('a response that cannot view (no caller to release it) is copied out and its buffer is back at once', async () => {

@@ -1,3 +1,4 @@
+import { InvalidArgError } from '../../core/errors.js';
 import type { Backend, EngineLoadContext, InstanceSpec } from '../contract.js';
 import type { OutputPool, OutputPoolStats } from './capi/output-pool.js';
 import { DEFAULT_PINNED_POOL_BYTES, DevicePools } from './device-pools.js';
@@ -68,7 +69,11 @@ export type OnnxruntimeBackend = Backend & { pinnedPoolStats(): OutputPoolStats 
 
 export function onnxruntimeBackend(opts: OnnxruntimeBackendOptions = {}): OnnxruntimeBackend {
   const descriptor = onnxruntimeDescriptor();
-  const pools = new DevicePools(opts.pinnedMemoryPoolBytes ?? DEFAULT_PINNED_POOL_BYTES);
+  const poolBytes = opts.pinnedMemoryPoolBytes ?? DEFAULT_PINNED_POOL_BYTES;
+  if (!Number.isSafeInteger(poolBytes) || poolBytes < 0) {
+    throw new InvalidArgError(`--pinned-memory-pool-byte-size must be 0 or a positive integer, got ${poolBytes}`);
+  }
+  const pools = new DevicePools(poolBytes);
   const finish = (inProcess: Backend, threaded: Backend): OnnxruntimeBackend => ({
     ...gatedOnDevice(withThreadTransport('onnxruntime', inProcess, threaded, graphsOf), graphsOf),
     pinnedPoolStats: () => pools.stats(),

@@ -109,6 +109,8 @@ export class OutputPool {
           const i = this.#waiting.indexOf(waiter);
           if (i >= 0) this.#waiting.splice(i, 1);
           reject(new CancelledError('request was cancelled while waiting for page-locked output memory'));
+          // The ones behind it may fit now.
+          if (i === 0) this.#admit();
         },
       };
       signal?.addEventListener('abort', waiter.onAbort, { once: true });
@@ -128,6 +130,11 @@ export class OutputPool {
     const list = this.#free.get(view.byteLength) ?? [];
     list.push(view);
     this.#free.set(view.byteLength, list);
+    this.#admit();
+  }
+
+  /** Serves waiters in order while memory for the first can be had. */
+  #admit(): void {
     while (this.#waiting.length > 0) {
       const next = this.#waiting[0];
       const b = this.#takeNow(next.size);
