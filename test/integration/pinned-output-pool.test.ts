@@ -197,7 +197,7 @@ describe('pooled page-locked outputs lent to HTTP binary responses (onnxruntime,
     }
   });
 
-  it('a response that cannot view (no caller to release it) is copied out and its buffer is back at once', async () => {
+  it('a response that cannot view (no caller to release it) takes no pooled buffer: its outputs own their memory', async () => {
     const res = await server.infer({
       model: 'plus_one',
       inputs: [{ name: 'X', datatype: 'FP32', shape: [1, N], data: Float32Array.from({ length: N }, (_, i) => i) }],

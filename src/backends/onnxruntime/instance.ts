@@ -147,7 +147,9 @@ export class CapiInstance implements EngineInstance {
     if (together) {
       const inputs = joinInputs(requests, this.#state.ragged);
       const device = requests.length === 1 ? requests[0].device : undefined;
-      const run = await this.#runner.run(inputs, batchOutputNames(requests), device?.outputs, signal);
+      // The pool only where a response will view it; others keep prefaulted memory of their own (no second copy).
+      const pool = requests.some((r) => r.viewsOk === true);
+      const run = await this.#runner.run(inputs, batchOutputNames(requests), device?.outputs, { signal, pool });
       const { outputs, timings } = run;
       if (device !== undefined) this.#logPlacement(inputs, outputs);
       const t = process.hrtime.bigint();
@@ -161,7 +163,8 @@ export class CapiInstance implements EngineInstance {
     for (let i = 0; i < requests.length; i++) {
       try {
         const { device } = requests[i];
-        const run = await this.#runner.run(requests[i].inputs, requests[i].outputs, device?.outputs, signal);
+        const pool = requests[i].viewsOk === true;
+        const run = await this.#runner.run(requests[i].inputs, requests[i].outputs, device?.outputs, { signal, pool });
         const { outputs, timings } = run;
         if (device !== undefined) this.#logPlacement(requests[i].inputs, outputs);
         const [response] = this.#lend([requests[i]], run.pooled, () => [

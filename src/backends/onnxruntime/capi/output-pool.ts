@@ -3,10 +3,10 @@ import { CancelledError } from '../../../core/errors.js';
 /**
  * Page-locked host memory for the outputs of KIND_GPU runs, made once and reused (issue 31). A run's outputs are
  * bound to one pooled buffer, so onnxruntime's single device-to-host copy lands in page-locked memory at the bus's
- * speed, with no page faults and nothing for the garbage collector. A response that may view memory
- * (`EngineRequest.viewsOk`: HTTP binary) is written to its socket straight from the buffer, which comes back to the
- * pool only when every response viewing it released its lease; any other response gets its bytes copied out and
- * the buffer comes back at once. A buffer is never handed out while it is lent, and a run's views cover only the
+ * speed, with no page faults and nothing for the garbage collector. Used for runs with a response that may view
+ * memory (`EngineRequest.viewsOk`: HTTP on the main thread), written to its socket straight from the buffer, which
+ * comes back to the pool only when every response viewing it released its lease; the other responses of such a
+ * batch get their bytes copied out (capi/pooled-responses.ts). A buffer is never handed out while it is lent, and a run's views cover only the
  * bytes that run wrote (onnxruntime fills every byte of every output), so no response sees another's bytes.
  *
  * Bounded: `maxBytes` of buffers in all, free and lent (`--pinned-memory-pool-byte-size`, per GPU). A take that does

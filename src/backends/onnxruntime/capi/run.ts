@@ -137,7 +137,8 @@ export class OrtRunner {
     inputs: readonly Tensor[],
     outputNames: readonly string[],
     deviceOutputs?: ReadonlyMap<string, DeviceBuffer>,
-    signal?: AbortSignal,
+    /** `pool`: the host outputs may go to the output pool (a response will view them); `signal` ends a wait for it. */
+    opts: { signal?: AbortSignal; pool?: boolean } = {},
   ): Promise<RunResult> {
     if (this.#released) throw new InternalError('onnxruntime runner used after release');
     if (this.#running) throw new InternalError('onnxruntime runner: one run at a time');
@@ -180,7 +181,7 @@ export class OrtRunner {
             outputNames,
             guess,
             deviceOutputs,
-            signal,
+            opts,
           ));
         } catch (err) {
           // A cancelled run is not retried; any other failure may be our shape guess (a mismatch is reported as
@@ -311,12 +312,16 @@ export class OrtRunner {
     outputNames: readonly string[],
     guess: ReadonlyMap<string, { datatype: Tensor['datatype']; shape: readonly number[] }>,
     deviceOutputs: ReadonlyMap<string, DeviceBuffer> | undefined,
-    signal: AbortSignal | undefined,
+    opts: { signal?: AbortSignal; pool?: boolean },
   ): Promise<{ outputs: Tensor[]; pooled?: PooledBuffer }> {
     const api = ortApi();
     const host = await hostOutputMemory(
       outputNames.map((n) => (deviceOutputs?.has(n) === true ? undefined : guess.get(n))),
-      { pool: this.#opts.outputPool, prefaulted: this.#opts.prefaulted, signal },
+      {
+        pool: opts.pool === true ? this.#opts.outputPool : undefined,
+        prefaulted: this.#opts.prefaulted,
+        signal: opts.signal,
+      },
     );
     const buffers: OutputBuffer[] = [];
     try {
