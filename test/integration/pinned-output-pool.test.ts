@@ -32,6 +32,11 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
 `;
 
+/** The same model batching 2 requests: a full batch runs at once, an incomplete one only after 60 s. */
+const BATCHED =
+  CONFIG.replace('"plus_one"', '"plus_one_batched"').replace('max_batch_size: 8', 'max_batch_size: 2') +
+  'dynamic_batching { max_queue_delay_microseconds: 60000000 }\n';
+
 /** Y = X + 1. */
 const MODEL = buildModel({
   inputs: [{ name: 'X', elemType: ELEM.FLOAT, dims: ['n', 'w'] }],
@@ -118,6 +123,9 @@ describe('pooled page-locked outputs lent to HTTP binary responses (onnxruntime,
     mkdirSync(join(dir, 'plus_one', '1'), { recursive: true });
     writeFileSync(join(dir, 'plus_one', 'config.pbtxt'), CONFIG);
     writeFileSync(join(dir, 'plus_one', '1', 'model.onnx'), MODEL);
+    mkdirSync(join(dir, 'plus_one_batched', '1'), { recursive: true });
+    writeFileSync(join(dir, 'plus_one_batched', 'config.pbtxt'), BATCHED);
+    writeFileSync(join(dir, 'plus_one_batched', '1', 'model.onnx'), MODEL);
     server = await InferenceServer.create({
       repositories: [dir],
       backends: [onnxruntimeBackend({ outputPoolFor: () => pool })],
@@ -207,5 +215,34 @@ describe('pooled page-locked outputs lent to HTTP binary responses (onnxruntime,
     const y = res.outputs[0].data as Float32Array;
     assert.ok(!pinned.has(y.buffer as ArrayBuffer), 'the output owns its memory');
     assert.equal(y[N - 1], N);
+  });
+
+  it("a batch's joined inputs are staged in a pooled buffer (one DMA to a GPU) and it is back after the run", async () => {
+    const n = 1024;
+    const infer = (k: number) =>
+      server.infer({
+        model: 'plus_one_batched',
+        inputs: [
+          { name: 'X', datatype: 'FP32', shape: [1, n], data: Float32Array.from({ length: n }, (_, i) => value(k, i)) },
+        ],
+      });
+    const before = allocations;
+    const answers = await Promise.all([infer(1), infer(2)]);
+    const stats = server.modelStatistics('plus_one_batched')[0];
+    assert.deepEqual([stats.inference_count, stats.execution_count], [2, 1], 'the two requests ran as one batch');
+    answers.forEach((res, k) => {
+      const y = res.outputs[0].data as Float32Array;
+      assert.equal(y.length, n);
+      assert.ok(
+        y.every((x, i) => x === value(k + 1, i) + 1),
+        `request ${k + 1} got its own answer`,
+      );
+    });
+    assert.equal(
+      allocations,
+      before + 1,
+      'one 64 KiB staging buffer (the outputs of a non-viewing batch are not pooled)',
+    );
+    assert.equal(pool.stats().lentBytes, 0, 'the staging buffer is back once the run is over');
   });
 });

@@ -21,6 +21,7 @@ import { arenaStats } from './capi/arena-stats.js';
 import type { OrtRunner } from './capi/run.js';
 import type { OutputPool, PooledBuffer } from './capi/output-pool.js';
 import { lendPooled } from './capi/pooled-responses.js';
+import { stageInputs } from './capi/staged-inputs.js';
 import { isStickyError } from './errors.js';
 import type { OrtSession } from './capi/session.js';
 import type { SessionPlan } from './options-capi.js';
@@ -145,11 +146,20 @@ export class CapiInstance implements EngineInstance {
     // batcher never forms one; this keeps another scheduler correct).
     const together = requests.length === 1 || (this.#state.batching && !requests.some((r) => r.device !== undefined));
     if (together) {
-      const inputs = joinInputs(requests, this.#state.ragged);
+      const staged = stageInputs(requests, this.#pool);
+      let inputs: Tensor[];
+      try {
+        inputs = joinInputs(requests, this.#state.ragged, staged?.memory);
+      } catch (err) {
+        staged?.give();
+        throw err;
+      }
       const device = requests.length === 1 ? requests[0].device : undefined;
       // The pool only where a response will view it; others keep prefaulted memory of their own (no second copy).
       const pool = requests.some((r) => r.viewsOk === true);
-      const run = await this.#runner.run(inputs, batchOutputNames(requests), device?.outputs, { signal, pool });
+      const run = await this.#runner
+        .run(inputs, batchOutputNames(requests), device?.outputs, { signal, pool })
+        .finally(() => staged?.give());
       const { outputs, timings } = run;
       if (device !== undefined) this.#logPlacement(inputs, outputs);
       const t = process.hrtime.bigint();

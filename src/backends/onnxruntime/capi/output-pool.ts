@@ -118,6 +118,16 @@ export class OutputPool {
     });
   }
 
+  /**
+   * A buffer of at least `bytes` only if one can be had now, never waiting (input staging: a run without one just
+   * copies from pageable memory). Counts nothing as unpooled.
+   */
+  tryTake(bytes: number): PooledBuffer | undefined {
+    const size = OutputPool.sizeFor(bytes);
+    if (this.#closed || this.#failed || size > this.maxBytes || this.#waiting.length > 0) return undefined;
+    return this.#takeNow(size);
+  }
+
   /** Gives a buffer back (after its last reader released it); the next waiter gets it or memory for its size. */
   give(buffer: PooledBuffer): void {
     const view = buffer.view;
