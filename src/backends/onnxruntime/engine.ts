@@ -122,13 +122,7 @@ class CapiModel implements EngineModel {
     const instance = new CapiInstance(spec.name, s, session, runner, cuda, pool);
     this.#instances.add(instance);
     live.instances++;
-    if (live.instances > runThreads()) {
-      s.logger.warn(
-        { model: s.name, instances: live.instances, runThreads: runThreads() },
-        `${live.instances} onnxruntime instances can run at once but libuv's pool leaves ${runThreads()} threads for ` +
-          `runs: runs beyond that wait for a thread; start nereid with UV_THREADPOOL_SIZE=${live.instances + 4} or more`,
-      );
-    }
+    warnIfPoolShort(s);
     return instance;
   }
 
@@ -140,6 +134,16 @@ class CapiModel implements EngineModel {
     this.#instances.clear();
     this.#state.lease.release();
   }
+}
+
+/** More instances can run at once than libuv's pool has threads for runs: say so, with the fix. */
+function warnIfPoolShort(s: ModelState): void {
+  if (live.instances <= runThreads()) return;
+  s.logger.warn(
+    { model: s.name, instances: live.instances, runThreads: runThreads() },
+    `${live.instances} onnxruntime instances can run at once but libuv's pool leaves ${runThreads()} threads for ` +
+      `runs: runs beyond that wait for a thread; start nereid with UV_THREADPOOL_SIZE=${live.instances + 4} or more`,
+  );
 }
 
 /** Test hooks of a load, beside the contract's context. */
