@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { noopLogger } from '../src/core/logger.js';
 import type { Tensor } from '../src/core/tensor.js';
+import type { EngineResponse } from '../src/backends/contract.js';
 import { DATATYPES } from '../src/core/datatypes.js';
 import { tensorrtBackend } from '../src/backends/tensorrt/index.js';
 import { resolveEnvironment } from '../src/backends/tensorrt/environment.js';
@@ -44,6 +45,14 @@ const OUT = arg('out', join(ROOT, 'bench/results'))!;
 const LABEL = arg('label', 'gpu')!;
 const INSTANCES = Number(arg('instances', '2'));
 const BARE_BATCHES = [1, 8, 32, 64];
+/**
+ * The servers of the HTTP rows (`--servers plain/1,tuned/1,tuned/0`): the model's config as Triton's defaults
+ * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, coalesce-request-input), each with that
+ * many front-end threads (0 = the server's default, one per core from 4 cores).
+ */
+const SERVERS = arg('servers', 'plain/1,tuned/1,tuned/0')!
+  .split(',')
+  .map((v) => ({ tuned: v.startsWith('tuned'), threads: Number(v.split('/')[1] ?? 1) }));
 
 interface Row {
   what: string;
@@ -113,7 +122,31 @@ function inputsOf(config: ModelConfig, batch: number): Tensor[] {
   });
 }
 
-/** Nereid's backend called directly: batches of `batch` rows, closed loop, one instance. */
+/**
+ * NEREID_BENCH_PROFILE=DIR: the server runs with --cpu-prof into DIR, and every python child (NEREID_PY_PROFILE,
+ * inherited) writes its own profile of each timed run there when signalled: where the time per request goes.
+ */
+const PROFILE = process.env.NEREID_BENCH_PROFILE;
+if (PROFILE) process.env.NEREID_PY_PROFILE = PROFILE;
+
+/** Asks every python child on the machine for its profile so far, headed by `label` (device runs only). */
+function profileChildren(label: string): void {
+  if (!PROFILE) return;
+  try {
+    execFileSync('bash', [
+      '-c',
+      `for p in $(pgrep -f '^[^ ]*python[^ ]* -m nereid_python'); do echo "### ${label}" >> ${PROFILE}/py-$p.txt; kill -USR1 $p; done`,
+    ]);
+  } catch {
+    // no child alive: nothing to profile
+  }
+}
+
+/**
+ * Nereid's backend called directly: batches of `batch` rows, closed loop, one instance; once with outputs copied
+ * out for the caller (what every consumer but an HTTP writer gets) and once viewing the child's block (viewsOk, the
+ * lease released as soon as the response arrives: what the HTTP binary path does after its write).
+ */
 async function direct(config: ModelConfig, batches: number[]): Promise<void> {
   const backend = tensorrtBackend();
   const name = 'trt';
@@ -130,12 +163,18 @@ async function direct(config: ModelConfig, batches: number[]): Promise<void> {
   const inst = await handle.createInstance({ name: `${name}_0`, index: 0, kind: 'KIND_GPU', device: 0, profiles: [] });
   const outputs = (config.output ?? []).map((o) => o.name ?? '');
   const signal = new AbortController().signal;
+  const responder = {
+    send(_i: number, r: EngineResponse | Error | null): void {
+      if (r !== null && !(r instanceof Error)) r.lease?.release();
+    },
+  };
   try {
-    for (const batch of batches) {
+    for (const [batch, viewsOk] of batches.flatMap((b) => [[b, false] as const, [b, true] as const])) {
       const inputs = inputsOf(config, batch);
       const run = async (): Promise<void> => {
-        await inst.execute([{ inputs, outputs, batchSize: batch }], { send() {} }, signal);
+        await inst.execute([{ inputs, outputs, batchSize: batch, viewsOk }], responder, signal);
       };
+      profileChildren(`warm-up before direct batch ${batch} ${viewsOk ? 'views' : 'copy'}`);
       const warm = performance.now() + TIMING.warmupMs;
       while (performance.now() < warm) await run();
       const lat: number[] = [];
@@ -145,9 +184,10 @@ async function direct(config: ModelConfig, batches: number[]): Promise<void> {
         await run();
         lat.push((performance.now() - t0) * 1e3);
       }
+      profileChildren(`direct batch ${batch} ${viewsOk ? 'views' : 'copy'} (${lat.length} runs)`);
       lat.sort((a, b) => a - b);
       add({
-        what: "Nereid's backend, called directly",
+        what: `Nereid's backend, called directly (${viewsOk ? 'outputs viewed' : 'outputs copied'})`,
         batch,
         seq_s: (lat.length * batch) / (MS / 1000),
         p50_us: percentile(lat, 50),
@@ -186,23 +226,49 @@ async function overHttp(config: ModelConfig, work: string): Promise<void> {
   } finally {
     await stopProcess(canned.child);
   }
-  const repo = join(work, 'repo');
-  await mkdir(join(repo, 'trt', '1'), { recursive: true });
-  await copyFile(plan!, join(repo, 'trt', '1', 'model.plan'));
-  await writeFile(
-    join(repo, 'trt', 'config.pbtxt'),
-    `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n`,
-  );
-  const entry = ['--conditions=nereid-source', '--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
-  const { child, http } = await startServe(entry, repo, [], { readyMs: 300_000 });
+  for (const server of SERVERS) {
+    const repo = join(work, server.tuned ? 'tuned' : 'plain');
+    await mkdir(join(repo, 'trt', '1'), { recursive: true });
+    await copyFile(plan!, join(repo, 'trt', '1', 'model.plan'));
+    const graphs = server.tuned ? 'optimization { cuda { graphs: true } }\n' : '';
+    await writeFile(
+      join(repo, 'trt', 'config.pbtxt'),
+      `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n${graphs}`,
+    );
+    await serveAndDrive(repo, file, headers, server.threads, server.tuned);
+  }
+}
+
+/**
+ * One `nereid serve` with `threads` front-end threads (0: the default, one per core from 4 cores) driven at c=1,
+ * 64 and 128. With one thread the HTTP writer sends the outputs from the child's block (leased views); front-end
+ * threads get them across threads instead.
+ */
+async function serveAndDrive(
+  repo: string,
+  file: string,
+  headers: Record<string, string>,
+  threads: number,
+  tuned: boolean,
+): Promise<void> {
+  const prof = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
+  const entry = [...prof, '--conditions=nereid-source', '--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
+  const flags = threads > 0 ? [`--http-thread-count=${threads}`] : [];
+  if (tuned) flags.push('--backend-config=tensorrt,coalesce-request-input=true');
+  const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000 });
+  const label =
+    (tuned ? ', graphs + coalesced inputs' : ', config as given') +
+    (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads');
   try {
     const path = '/v2/models/trt/infer';
     for (const c of [1, 64, 128]) {
       const before = await inferenceCounts(http, 'trt');
+      profileChildren(`before HTTP c=${c}`);
       const r = await drive(http, path, file, headers, c, TIMING);
+      profileChildren(`HTTP c=${c}`);
       const after = await inferenceCounts(http, 'trt');
       add({
-        what: `nereid HTTP binary, KIND_GPU x${INSTANCES}`,
+        what: `nereid HTTP binary, KIND_GPU x${INSTANCES}${label}`,
         concurrency: c,
         ...r,
         avg_batch: averageBatch(before, after),
@@ -223,30 +289,36 @@ function report(): string {
   const bareBest = rows
     .filter((r) => r.what.startsWith('bare'))
     .reduce<Row | undefined>((a, r) => (!a || r.seq_s > a.seq_s ? r : a), undefined);
-  const d32 = rows.find((r) => r.what.startsWith("Nereid's") && r.batch === 32);
-  const c1 = rows.find((r) => r.what.startsWith('nereid') && r.concurrency === 1);
-  const c64 = rows.find((r) => r.what.startsWith('nereid') && r.concurrency === 64);
-  const c128 = rows.find((r) => r.what.startsWith('nereid') && r.concurrency === 128);
+  const d32 = rows.find((r) => r.what.includes('viewed') && r.batch === 32);
   const canned = rows.find((r) => r.what.startsWith('load generator'));
-  const formed = c64?.avg_batch !== undefined ? Math.max(1, Math.round(c64.avg_batch)) : undefined;
+  const servers = [...new Set(rows.filter((r) => r.what.startsWith('nereid')).map((r) => r.what))];
+  const httpGoals = servers.flatMap((what) => {
+    const at = (c: number) => rows.find((r) => r.what === what && r.concurrency === c);
+    const [c1, c64, c128] = [at(1), at(64), at(128)];
+    const formed = c64?.avg_batch !== undefined ? Math.max(1, Math.round(c64.avg_batch)) : undefined;
+    return [
+      `- ${what}:`,
+      `  - c=64 / bare at the batch formed (${formed ?? '?'}): ${ratio(c64?.seq_s, formed !== undefined ? bareAt(formed)?.seq_s : undefined)} (goal ≥ 0.90)`,
+      `  - c=128 / bare's best (batch ${bareBest?.batch}): ${ratio(c128?.seq_s, bareBest?.seq_s)} (goal ≥ 0.90)`,
+      `  - c=1 p50 − bare batch-1 p50: ${c1 && bareAt(1) ? (c1.p50_us - bareAt(1)!.p50_us).toFixed(0) : '?'} µs; allowed: canned round trip ${canned?.p50_us.toFixed(0) ?? '?'} + 150 µs`,
+    ];
+  });
   const out = [
     `# TensorRT benchmark: ${plan} (${new Date().toISOString()})`,
     '',
     `${nvidiaSmi('name,driver_version')}; Node ${process.version}; ${MS} ms per point.`,
     '',
-    '| what | batch / c | seq/s | p50 µs | p99 µs | avg batch |',
-    '|---|---:|---:|---:|---:|---:|',
+    '| what | batch / c | seq/s | p50 µs | p99 µs | avg batch | µs/request: queue · input · infer · output |',
+    '|---|---:|---:|---:|---:|---:|---|',
     ...rows.map(
       (r) =>
-        `| ${r.what} | ${r.batch ?? `c=${r.concurrency}`} | ${r.seq_s.toFixed(0)} | ${r.p50_us.toFixed(0)} | ${r.p99_us?.toFixed(0) ?? '–'} | ${r.avg_batch?.toFixed(1) ?? ''} |`,
+        `| ${r.what} | ${r.batch ?? `c=${r.concurrency}`} | ${r.seq_s.toFixed(0)} | ${r.p50_us.toFixed(0)} | ${r.p99_us?.toFixed(0) ?? '–'} | ${r.avg_batch?.toFixed(1) ?? ''} | ${r.split ? [r.split.queue, r.split.input, r.split.infer, r.split.output].map((x) => x.toFixed(0)).join(' · ') : ''} |`,
     ),
     '',
     '## Goals',
     '',
     `- backend direct / bare at batch 32: ${ratio(d32?.seq_s, bareAt(32)?.seq_s)} (goal ≥ 0.95)`,
-    `- HTTP c=64 / bare at the batch formed (${formed ?? '?'}): ${ratio(c64?.seq_s, formed !== undefined ? bareAt(formed)?.seq_s : undefined)} (goal ≥ 0.90)`,
-    `- HTTP c=128 / bare's best (batch ${bareBest?.batch}): ${ratio(c128?.seq_s, bareBest?.seq_s)} (goal ≥ 0.90)`,
-    `- c=1 p50 − bare batch-1 p50: ${c1 && bareAt(1) ? (c1.p50_us - bareAt(1)!.p50_us).toFixed(0) : '?'} µs; allowed: canned round trip ${canned?.p50_us.toFixed(0) ?? '?'} + 150 µs`,
+    ...httpGoals,
   ];
   return `${out.join('\n')}\n`;
 }
@@ -270,9 +342,10 @@ try {
 } finally {
   await rm(work, { recursive: true, force: true });
 }
-const c64 = rows.find((r) => r.concurrency === 64);
-const formed = c64?.avg_batch !== undefined ? Math.max(1, Math.round(c64.avg_batch)) : undefined;
-if (formed !== undefined && !BARE_BATCHES.includes(formed)) bare([formed]);
+const formedAll = rows.filter((r) => r.concurrency === 64 && r.avg_batch !== undefined);
+const formed = [...new Set(formedAll.map((r) => Math.max(1, Math.round(r.avg_batch!))))];
+const missing = formed.filter((b) => !BARE_BATCHES.includes(b));
+if (missing.length > 0) bare(missing);
 const md = report();
 await mkdir(OUT, { recursive: true });
 await writeFile(join(OUT, `tensorrt-${LABEL}.md`), md);

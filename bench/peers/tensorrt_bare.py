@@ -23,6 +23,9 @@ def main() -> None:
     ap.add_argument("--plan", required=True)
     ap.add_argument("--batch", default="1")
     ap.add_argument("--seconds", type=float, default=5)
+    # What a server pays that a fixed-shape loop does not: the input shapes set again before every run (the same
+    # shapes, or alternating batch sizes as a dynamic batcher forms them).
+    ap.add_argument("--reset-shapes", choices=["no", "same", "alternate"], default="no")
     a = ap.parse_args()
     trt, flavor = loader.import_tensorrt(False)
     gpu.set_device(0)
@@ -32,16 +35,18 @@ def main() -> None:
     ctx = engine.create_execution_context()
     stream = gpu.stream_create()
     for batch in [int(b) for b in str(a.batch).split(",")]:
-        print(json.dumps(measure(engine, ctx, stream, batch, a.seconds)), flush=True)
+        print(json.dumps(measure(engine, ctx, stream, batch, a.seconds, a.reset_shapes)), flush=True)
 
 
-def measure(engine, ctx, stream, batch: int, seconds: float) -> dict:
+def measure(engine, ctx, stream, batch: int, seconds: float, reset: str = "no") -> dict:
     bufs, host = {}, {}
+    shapes = {}
     for i in range(engine.num_io_tensors):
         n = engine.get_tensor_name(i)
         if engine.get_tensor_mode(n).name == "INPUT":
             shape = list(engine.get_tensor_profile_shape(n, 0)[1])
             shape[0] = batch
+            shapes[n] = shape
             ctx.set_input_shape(n, shape)
     for i in range(engine.num_io_tensors):
         n = engine.get_tensor_name(i)
@@ -54,7 +59,13 @@ def measure(engine, ctx, stream, batch: int, seconds: float) -> dict:
         host[n] = (ptr, nbytes, engine.get_tensor_mode(n).name == "INPUT")
         ctx.set_tensor_address(n, bufs[n])
 
+    flip = [0]
+
     def once() -> None:
+        if reset != "no":
+            flip[0] ^= 1
+            for n, shape in shapes.items():
+                ctx.set_input_shape(n, [max(1, shape[0] - flip[0]) if reset == "alternate" else shape[0], *shape[1:]])
         for n, (ptr, nbytes, is_in) in host.items():
             if is_in:
                 gpu.copy_htod(bufs[n], ptr, nbytes, stream)
@@ -77,7 +88,7 @@ def measure(engine, ctx, stream, batch: int, seconds: float) -> dict:
         gpu.free_host(ptr)
         gpu.free(bufs[n])
     lat.sort()
-    return {"batch": batch, "runs": len(lat), "samples_per_s": len(lat) * batch / seconds, "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3}
+    return {"batch": batch, "reset_shapes": reset, "runs": len(lat), "samples_per_s": len(lat) * batch / seconds, "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3}
 
 if __name__ == "__main__":
     main()

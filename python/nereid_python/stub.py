@@ -42,6 +42,32 @@ def _die_with_parent() -> None:
         os._exit(0)
 
 
+def _profile_on_request(folder: str | None) -> None:
+    """Benchmarks only (NEREID_PY_PROFILE=DIR): profiles this process's main thread, where models execute; each
+    SIGUSR1 writes what was seen so far to DIR/py-<pid>.txt (top functions by own time) and starts afresh. The
+    process never returns from its loop, so a signal is how a benchmark asks for the profile of a run it timed."""
+    if not folder:
+        return
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+
+    def dump(_sig, _frame) -> None:
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(45)
+        with open(os.path.join(folder, f"py-{os.getpid()}.txt"), "a", encoding="utf-8") as f:
+            f.write(text.getvalue())
+        prof.clear()
+        prof.enable()
+
+    os.makedirs(folder, exist_ok=True)
+    signal.signal(signal.SIGUSR1, dump)
+    prof.enable()
+
+
 class Stub:
     def __init__(self, ch_fd: int, prefix: str, default_size: int, growth: int, spin_us: int) -> None:
         STATE.arena = ChildArena(prefix, default_size, growth)
@@ -157,4 +183,5 @@ def main() -> None:
     # Ctrl-C in a terminal reaches the whole process group; the server decides when instances finalize.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    _profile_on_request(os.environ.get("NEREID_PY_PROFILE"))
     Stub(args.fd, args.prefix, args.shm_default_byte_size, args.shm_growth_byte_size, args.spin_us).run()

@@ -8,10 +8,14 @@
 #   core         set-up and check, the real API against the double's, plans TensorRT must refuse, `nereid convert`
 #                with the seed's flags, version-compatible, seed 001 end to end, every seed-000 option observed
 #   bench        BERT-base fp16 built by `nereid convert`, the TensorRT benchmark next to bare TensorRT
+#   onnx         (after export and core's set-up) BERT-base's model.onnx served by the tensorrt backend: built at the
+#                first load into a fresh plan cache, reused by a reload, a second instance and a restart (times,
+#                builds counted), answers against onnxruntime's CPU provider; ONNX_PRECISIONS="fp32 fp16" (default).
+#                NEREID_ONNX_DRY=1 runs it here against the TensorRT test double (a tiny identity model instead)
 # Output: stdout; files in $OUT (device tool) or /tmp/trt-out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-mode=${1:?usage: tensorrt-on-device.sh stage PATH | export | core | bench}
+mode=${1:?usage: tensorrt-on-device.sh stage PATH | export | core | bench | onnx}
 C=/tmp/trtcarry
 OUT=${OUT:-/tmp/trt-out}
 H=/tmp/nereid-trt-home
@@ -44,7 +48,16 @@ if [ "$mode" = export ]; then
   exit 0
 fi
 
-# core and bench: Node, TensorRT and the recorded environment.
+if [ "$mode" = onnx ] && [ "${NEREID_ONNX_DRY:-}" = 1 ]; then
+  step "11 (dry). ONNX on the tensorrt backend against the TensorRT test double: wiring only, times mean nothing"
+  export PATH="$ROOT/node_modules/.bin:$PATH" PYTHONPATH="$ROOT/test/fixtures/tensorrt/double"
+  DPY=$ROOT/.venv/bin/python; [ -x "$DPY" ] || DPY=$PY
+  "$DPY" scripts/gpu/trt_models.py identity "$M/identity"
+  OUT="$OUT" tsnode scripts/gpu/tensorrt-onnx.ts "$M/identity/model.onnx" /tmp/trt-onnx-dry; echo "exit: $?"
+  exit 0
+fi
+
+# core, bench and onnx: Node, TensorRT and the recorded environment.
 if [ ! -x /tmp/trt-node/node ]; then TRT_NODE_PACK="$C/trt" source "$C/trt/setup.sh"; else export PATH=/tmp/trt-node:$PATH; fi
 [ -e node_modules ] || ln -s /tmp/trt-node/node_modules node_modules
 W="$C/wheels"
@@ -123,12 +136,14 @@ if [ "$mode" = core ]; then
   nereid convert --onnx "$M/unsupported.onnx" --saveEngine "$R/unsup/1/model.plan" 2>&1 | tail -3; echo "exit: $?"
 
   fi
+  if want 7; then
   step "7. plans for the option checks (TensorRT's Python API: several profiles, a plugin layer)"
   for what in ${STEP7:-mlp profiles plugin}; do trtpy scripts/gpu/trt_models.py $what "$M" 2>&1 | grep -v -i warn | tail -3; done
   trtpy scripts/gpu/trt_models.py plugin-check "$M/plugin/1/model.plan"
   echo "--- a workspace of 1 MiB for an MLP 2048-8192-2048 at batch 2048:"
   [ -f "$M/wide.onnx" ] && nereid convert --onnx "$M/wide.onnx" --saveEngine "$R/tiny-ws/1/model.plan" --workspace 1 \
     --minShapes=x:1x2048 --optShapes=x:512x2048 --maxShapes=x:2048x2048 2>&1 | tail -3; echo "exit: $?"
+  fi
 
   if want 8; then
   step "8. seed 001 end to end: the blog's trtexec flags verbatim, its repository, its server flags, its client"
@@ -167,9 +182,11 @@ PBTXT
   kill $spid; wait $spid 2>/dev/null
 
   fi
+  if want 9; then
   step "9. every seed-000 option observed (engine trace)"
   mkdir -p "$M/seed001/model_2/1"
   NEREID_ORDER_LIBS=/tmp/trt-node tsnode scripts/gpu/tensorrt-options.ts "$M"; echo "options exit: $?"
+  fi
   exit 0
 fi
 
@@ -180,8 +197,26 @@ if [ "$mode" = bench ]; then
   [ -f "$R/bert/1/model.plan" ] || nereid convert --onnx "$M/bert/model.onnx" --saveEngine "$R/bert/1/model.plan" --fp16 \
     --minShapes=$S --optShapes=${S//1x128/32x128} --maxShapes=${S//1x128/64x128} 2>&1 | tail -4
   echo "built in $(( $(date +%s) - t )) s: $(ls -la "$R/bert/1/model.plan")"
-  tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
+  want bert && tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
   [ -f "$M/mlp/1/model.plan" ] && want mlp && tsnode bench/tensorrt.ts --plan "$M/mlp/1/model.plan" --out "$OUT" --label mlp --ms 2000
+  if want profile; then
+    step "10b. where the time goes: the same benchmark profiled (V8 --cpu-prof of bench and server, cProfile of each python child)"
+    P="$OUT/prof"; mkdir -p "$P"
+    NEREID_BENCH_PROFILE="$P" node --cpu-prof --cpu-prof-dir="$P" --conditions=nereid-source --import "$ROOT/node_modules/tsx/dist/loader.mjs" \
+      bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$P" --label profiled --ms 2000 --servers tuned/1 2>&1 | grep -v '^|' | tail -12
+    tsnode bench/gpu/profile-top.ts "$P" 25
+    for f in "$P"/py-*.txt; do [ -f "$f" ] && { echo "--- $f"; grep -v '^$' "$f" | grep -E '###|tottime|^ +[0-9]' | awk '/###/{n=0} {if (n++ < 24) print}'; }; done
+  fi
+  exit 0
+fi
+if [ "$mode" = onnx ]; then
+  step "11. BERT-base's model.onnx on the tensorrt backend: built at the first load, then from the plan cache"
+  [ -f "$M/bert/model.onnx" ] || { echo "no $M/bert/model.onnx: run the export phase first"; exit 1; }
+  [ -f "$H/env.json" ] || { echo "no $H/env.json: run the core phase's set-up (step 1) on this machine first"; exit 1; }
+  for p in ${ONNX_PRECISIONS:-fp32 fp16}; do
+    PRECISION=$p OUT="$OUT" tsnode scripts/gpu/tensorrt-onnx.ts "$M/bert/model.onnx" "/tmp/trt-onnx-$p"; echo "$p exit: $?"
+    ls -la /tmp/trt-onnx-$p/plans/*/ 2>/dev/null | tail -4
+  done
   exit 0
 fi
 echo "unknown mode $mode"; exit 2

@@ -13,6 +13,7 @@ committed: PyTorch makes the models and the reference answers, TensorRT's Python
                                           twin (model.pt), reference inputs and PyTorch answers (.npy)
     python trt_models.py bert OUT         BERT-base (fp32 ONNX, INT32 inputs, seq 128) for the benchmark
     python trt_models.py unsupported OUT  an ONNX model TensorRT cannot build (an op it lacks)
+    python trt_models.py identity OUT     y = Identity(x) (OUT/model.onnx): tensorrt-onnx.ts's dry run on the double
 """
 
 from __future__ import annotations
@@ -253,6 +254,19 @@ def bert(out: str) -> None:
     export_bert(out, "fp32")
 
 
+def identity(out: str) -> None:
+    """y = Identity(x), x [-1, 4] FP32: the dry run of tensorrt-onnx.ts against the test double (which copies)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 4])  # noqa: E731
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity", [vi("x")], [vi("y")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    os.makedirs(out, exist_ok=True)
+    onnx.save(m, os.path.join(out, "model.onnx"))
+
+
 def unsupported(out: str) -> None:
     """A graph TensorRT's parser has no importer for (ai.onnx's StringNormalizer, a string op)."""
     import onnx
@@ -282,6 +296,7 @@ def main() -> None:
         "seed001": seed001,
         "bert": bert,
         "unsupported": unsupported,
+        "identity": identity,
     }[what](where)
 
 

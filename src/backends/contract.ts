@@ -1,7 +1,7 @@
 import type { ModelConfig, NormalizedConfig } from '../config/model-config.js';
 import type { DataType } from '../core/datatypes.js';
 import type { DeviceMemory, RequestDeviceMemory } from '../core/device.js';
-import type { Parameters } from '../core/inference.js';
+import type { Parameters, RequestTrace } from '../core/inference.js';
 import type { Logger } from '../core/logger.js';
 import type { Lease } from '../core/lease.js';
 import type { Tensor } from '../core/tensor.js';
@@ -67,6 +67,8 @@ export interface EngineRequest {
    * outputs must own their bytes.
    */
   readonly viewsOk?: boolean;
+  /** A traced ensemble's context, which its steps carry on as their parent (server/trace.ts). */
+  readonly trace?: RequestTrace;
 }
 
 /** One response to a request: exactly the outputs it asked for, in its order. GIVEN to the host. */
@@ -240,6 +242,11 @@ export interface BackendDescriptor {
   readonly platforms: readonly string[];
   /** File name in a version folder; '' when the backend reads no file (the version folder itself). */
   readonly defaultModelFilename: string;
+  /**
+   * Files it loads instead when the default one is absent and the config names no `default_model_filename`, in
+   * order (tensorrt: `model.onnx`, built into a plan at load).
+   */
+  readonly alternateModelFilenames?: readonly string[];
   /** Datatypes the engine can run; a config naming another is a load error. */
   readonly datatypes: readonly DataType[];
   /** Optional config sections this backend supports (beyond those every backend has). */

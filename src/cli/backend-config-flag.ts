@@ -43,3 +43,23 @@ export function parseBackendConfig(entries: readonly string[]): Map<string, Reco
 function unquote(v: string): string {
   return v.replace(/^"/, '').replace(/"$/, '');
 }
+
+/**
+ * `--tensorrt-plan-cache=DIR` into the tensorrt backend's settings as `plan-cache-directory` (a flag of its own so that
+ * a path with commas needs no quoting); given both ways with different folders, it is a usage error.
+ */
+export function withTensorRTPlanCache(
+  config: Map<string, Record<string, string>>,
+  dir: string | undefined,
+): Map<string, Record<string, string>> {
+  if (dir === undefined) return config;
+  const trt = config.get('tensorrt') ?? {};
+  const given = trt['plan-cache-directory'];
+  if (given !== undefined && given !== dir) {
+    throw new InvalidArgError(
+      `--tensorrt-plan-cache=${dir} and --backend-config=tensorrt,plan-cache-directory=${given} name different folders; give one`,
+    );
+  }
+  config.set('tensorrt', { ...trt, 'plan-cache-directory': dir });
+  return config;
+}

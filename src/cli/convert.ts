@@ -1,12 +1,15 @@
-import { spawn } from 'node:child_process';
 import { STDIO, type CommandIo } from './command-io.js';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { printModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { errorFromCompact, InvalidArgError, UnavailableError, type CompactErrorData } from '../core/errors.js';
+import { InvalidArgError } from '../core/errors.js';
+import { runBuilder as buildPlan, type ConvertSpec, type IOFormat } from '../backends/tensorrt/builder.js';
+
+export type { ConvertSpec, IOFormat } from '../backends/tensorrt/builder.js';
+import { parseShapes } from '../backends/tensorrt/shapes.js';
+export { parseShapes } from '../backends/tensorrt/shapes.js';
 import { resolveEnvironment, type TensorRTEnvironment } from '../backends/tensorrt/environment.js';
 import { completeFromPlan } from '../backends/tensorrt/facts.js';
 import { backendOptions } from '../backends/tensorrt/options.js';
@@ -48,12 +51,6 @@ Builds a TensorRT plan from an ONNX model (trtexec's flag names are accepted too
   --outputIOFormats SPEC      the same for outputs (e.g. fp16:chw)
 `;
 
-/** One network I/O tensor's type and layout, trtexec's `type:format`. */
-export interface IOFormat {
-  dtype: 'fp32' | 'fp16' | 'bf16' | 'int32' | 'int64' | 'int8' | 'uint8' | 'bool';
-  format: 'linear';
-}
-
 const IO_TYPES = new Set(['fp32', 'fp16', 'bf16', 'int32', 'int64', 'int8', 'uint8', 'bool']);
 /** trtexec's names of the linear layout; the vectorized ones (hwc8, chw32...) are for image kernels. */
 const LINEAR_FORMATS = new Set(['chw', 'linear', 'dhw', 'hw', 'w']);
@@ -78,22 +75,6 @@ export function parseIOFormats(flag: string, raw: string): IOFormat[] {
       }
       return { dtype: dtype as IOFormat['dtype'], format: 'linear' };
     });
-}
-
-export interface ConvertSpec {
-  onnx: string;
-  output: string;
-  shapes: Record<string, { min: number[]; opt: number[]; max: number[] }>;
-  precision: 'fp32' | 'fp16' | 'bf16';
-  int8: boolean;
-  calibration_cache?: string;
-  workspace_mib?: number;
-  version_compatible: boolean;
-  exclude_lean_runtime?: boolean;
-  timing_cache?: string;
-  device: number;
-  /** Types of the plan's inputs and outputs, in the network's order (one entry: all of them); absent: the model's. */
-  io_formats?: { inputs?: IOFormat[]; outputs?: IOFormat[] };
 }
 
 export interface ConvertArgs {
@@ -132,28 +113,6 @@ const VALUED = new Set([
   'outputIOFormats',
 ]);
 
-/** `name:1x512,other:1x3x224x224` (a trailing comma, as in the seed's trtexec call, is fine). */
-export function parseShapes(flag: string, raw: string): Map<string, number[]> {
-  const out = new Map<string, number[]>();
-  for (const part of raw.split(',')) {
-    const p = part.trim();
-    if (p === '') continue;
-    const at = p.lastIndexOf(':');
-    if (at <= 0) throw new InvalidArgError(`--${flag}: '${p}' is not name:DIMxDIM...`);
-    const name = p.slice(0, at).replace(/^['"]|['"]$/g, '');
-    const dims = p
-      .slice(at + 1)
-      .split('x')
-      .map((d) => Number(d));
-    if (dims.length === 0 || dims.some((d) => !Number.isSafeInteger(d) || d < 0)) {
-      throw new InvalidArgError(`--${flag}: '${p}': dims must be non-negative integers separated by 'x'`);
-    }
-    if (out.has(name)) throw new InvalidArgError(`--${flag}: input '${name}' is given twice`);
-    out.set(name, dims);
-  }
-  return out;
-}
-
 /** The flags as given: `--name=value`, `--name value`, booleans; `--config` takes an optional value. */
 function readFlags(argv: readonly string[]): Record<string, string | true> {
   const v: Record<string, string | true> = {};
@@ -191,9 +150,9 @@ export function parseConvertArgs(argv: readonly string[]): ConvertArgs {
   if (v.int8 && typeof v.calib !== 'string') {
     throw new InvalidArgError('--int8 needs --calib=<calibration cache> (Nereid does not calibrate by itself)');
   }
-  const mins = typeof v['min-shapes'] === 'string' ? parseShapes('min-shapes', v['min-shapes']) : new Map();
-  const opts = typeof v['opt-shapes'] === 'string' ? parseShapes('opt-shapes', v['opt-shapes']) : new Map();
-  const maxs = typeof v['max-shapes'] === 'string' ? parseShapes('max-shapes', v['max-shapes']) : new Map();
+  const mins = typeof v['min-shapes'] === 'string' ? parseShapes('--min-shapes', v['min-shapes']) : new Map();
+  const opts = typeof v['opt-shapes'] === 'string' ? parseShapes('--opt-shapes', v['opt-shapes']) : new Map();
+  const maxs = typeof v['max-shapes'] === 'string' ? parseShapes('--max-shapes', v['max-shapes']) : new Map();
   const shapes: ConvertSpec['shapes'] = {};
   for (const name of new Set([...mins.keys(), ...opts.keys(), ...maxs.keys()])) {
     const min = mins.get(name) ?? opts.get(name) ?? maxs.get(name);
@@ -259,42 +218,7 @@ export function runBuilder(
   spec: ConvertSpec,
   io: CommandIo,
 ): Promise<Record<string, unknown>> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(
-      env.executable,
-      ['-m', 'nereid_python.engines.tensorrt.convert', '--spec', JSON.stringify(spec)],
-      {
-        env: env.env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let last = '';
-    createInterface({ input: child.stdout }).on('line', (l) => {
-      if (l.trim() !== '') last = l;
-    });
-    createInterface({ input: child.stderr }).on('line', (l) => io.err(`${l}\n`));
-    child.on('error', (e) =>
-      reject(new UnavailableError(`cannot run '${env.executable}' (from ${env.source}): ${e.message}`)),
-    );
-    child.on('close', (code, signal) => {
-      let answer: { error?: CompactErrorData } & Record<string, unknown>;
-      try {
-        answer = JSON.parse(last) as typeof answer;
-      } catch {
-        reject(
-          new UnavailableError(
-            `the TensorRT builder process (${env.executable}) ended with ${signal ?? `code ${code}`} and no answer`,
-          ),
-        );
-        return;
-      }
-      if (answer.error) {
-        reject(errorFromCompact(answer.error, 'the builder failed', 'UNAVAILABLE'));
-        return;
-      }
-      resolvePromise(answer);
-    });
-  });
+  return buildPlan(env, spec, (l) => io.err(`${l}\n`));
 }
 
 /** `nereid convert <argv>`; returns the exit code (0 built, 1 could not build, 2 bad usage). */

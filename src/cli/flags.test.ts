@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseFlags } from './flags.js';
-import { parseBackendConfig } from './backend-config-flag.js';
+import { parseBackendConfig, withTensorRTPlanCache } from './backend-config-flag.js';
 import { parseCacheConfig } from './flag-settings.js';
 
 describe('nereid serve flags', () => {
@@ -35,6 +35,18 @@ describe('nereid serve flags', () => {
     assert.throws(() => parseFlags(['--exit-on-error=maybe']), /expects true or false/);
     assert.throws(() => parseFlags(['--model-control-mode=sometimes']), /must be one of none, poll, explicit/);
     assert.throws(() => parseFlags(['--http-port']), /needs a value/);
+  });
+
+  it("--tensorrt-plan-cache=DIR is the tensorrt backend's plan-cache-directory; two different folders are refused", () => {
+    const { values } = parseFlags(['--model-repository=/a', '--tensorrt-plan-cache=/var/cache/a,b']);
+    const m = withTensorRTPlanCache(parseBackendConfig(['tensorrt,plugins=/p.so']), values['tensorrt-plan-cache']);
+    assert.deepEqual(m.get('tensorrt'), { plugins: '/p.so', 'plan-cache-directory': '/var/cache/a,b' });
+    const same = parseBackendConfig(['tensorrt,plan-cache-directory=/c']);
+    assert.deepEqual(withTensorRTPlanCache(same, '/c').get('tensorrt'), { 'plan-cache-directory': '/c' });
+    assert.throws(
+      () => withTensorRTPlanCache(parseBackendConfig(['tensorrt,plan-cache-directory=/c']), '/d'),
+      /--tensorrt-plan-cache=\/d and --backend-config=tensorrt,plan-cache-directory=\/c name different folders/,
+    );
   });
 
   it('parses --backend-config=<backend>,<key>=<value> and rejects other shapes', () => {

@@ -122,6 +122,10 @@ export const FLAGS = {
     kind: 'list',
     help: 'Backend settings <backend>,<key>=<value>[,<key>=<value>...], or <key>=<value> for every backend (repeatable); backends onnxruntime, tensorrt, pytorch, python (docs/<backend>-backend.md lists their keys).',
   },
+  'tensorrt-plan-cache': {
+    kind: 'string',
+    help: "Nereid's own: the folder of TensorRT plans built from model.onnx files (the same as --backend-config=tensorrt,plan-cache-directory=DIR; default ~/.cache/nereid/tensorrt/plans).",
+  },
   'strict-model-config': {
     kind: 'bool',
     help: 'Deprecated: true disables auto-complete.',
@@ -188,7 +192,10 @@ export const FLAGS = {
   'log-file': { kind: 'string', help: 'Write logs to this file instead of stderr.' },
   'trace-config': {
     kind: 'list',
-    help: 'Trace setting [triton,]<key>=<value>: file, level (OFF|TIMESTAMPS), rate, count, log-frequency.',
+    help:
+      'Trace setting [<mode>,]<key>=<value>: mode (triton|opentelemetry), level (OFF|TIMESTAMPS), rate, count, ' +
+      'log-frequency; triton,file=<path>; opentelemetry,url=<host:port/v1/traces>, opentelemetry,resource=<k>=<v>, ' +
+      'opentelemetry,bsp_max_queue_size|bsp_schedule_delay|bsp_max_export_batch_size=<n>.',
   },
   'trace-file': { kind: 'string', help: 'Deprecated: use --trace-config triton,file=<path>.' },
   'trace-level': { kind: 'string', help: 'Deprecated: use --trace-config triton,level=<level>.' },

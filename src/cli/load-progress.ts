@@ -14,6 +14,8 @@ export class LoadProgress {
   readonly #term: TerminalLog;
   readonly #now: () => number;
   readonly #loading = new Map<string, number>();
+  /** What a slow load says it is doing (records with `progress`: the TensorRT plan build's steps). */
+  readonly #doing = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   #frame = 0;
 
@@ -31,11 +33,13 @@ export class LoadProgress {
   #onRecord(rec: Record<string, unknown>): void {
     const model = rec.model;
     if (typeof model !== 'string') return;
+    if (typeof rec.progress === 'string' && this.#loading.has(model)) this.#doing.set(model, rec.progress);
     if (rec.load === 'begin') {
       this.#loading.set(model, this.#now());
       this.#timer ??= setInterval(() => this.render(), 100).unref();
     } else if (rec.load === 'ready' || rec.load === 'failed') {
       this.#loading.delete(model);
+      this.#doing.delete(model);
       if (this.#loading.size === 0) this.stop();
     }
   }
@@ -47,7 +51,7 @@ export class LoadProgress {
     const text =
       slow.length === 0
         ? ''
-        : `${FRAMES[this.#frame++ % FRAMES.length]} loading ${slow.map(([m, t]) => `${m} ${((now - t) / 1000).toFixed(1)} s`).join(', ')}`;
+        : `${FRAMES[this.#frame++ % FRAMES.length]} loading ${slow.map(([m, t]) => `${m} ${((now - t) / 1000).toFixed(1)} s${this.#doing.has(m) ? ` (${this.#doing.get(m)})` : ''}`).join(', ')}`;
     this.#term.status(text);
     return text;
   }

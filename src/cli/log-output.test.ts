@@ -114,6 +114,26 @@ describe('LoadProgress', () => {
   });
 });
 
+describe('LoadProgress: what a slow load is doing', () => {
+  it("shows a load's latest progress record (a TensorRT plan build's step) after its time, until it ends", () => {
+    const s = sink(true);
+    const term = new TerminalLog(s, { color: false });
+    let now = 1000;
+    const progress = new LoadProgress(term, () => now);
+    term.write(JSON.stringify({ level: 30, time: 0, model: 'enc', load: 'begin', msg: "loading model 'enc'" }));
+    const step = (text: string) => JSON.stringify({ level: 30, time: 0, model: 'enc', progress: text, msg: text });
+    term.write(step('Building engine: step 1/9'));
+    term.write(step('Building engine: step 2/9'));
+    now += PROGRESS_AFTER_MS + 1000;
+    assert.match(progress.render(), /loading enc 2\.0 s \(Building engine: step 2\/9\)$/);
+    term.write(JSON.stringify({ level: 30, time: 0, model: 'enc', load: 'ready', msg: "loaded model 'enc'" }));
+    term.write(JSON.stringify({ level: 30, time: 0, model: 'enc', load: 'begin', msg: "loading model 'enc'" }));
+    now += PROGRESS_AFTER_MS + 1000;
+    assert.match(progress.render(), /loading enc 2\.0 s$/, "a new load starts without the last one's progress");
+    progress.stop();
+  });
+});
+
 describe('readyReport', () => {
   it("prints Triton's model table with the reason, and the endpoints", () => {
     const text = readyReport(

@@ -5,7 +5,7 @@ import { InvalidArgError, NereidError } from '../core/errors.js';
 import type { GrpcTlsOptions } from '../protocol/grpc/index.js';
 import { NEREID_VERSION } from '../core/version.js';
 import { FLAGS, helpText, parseFlags, type FlagSpec, type FlagValues } from './flags.js';
-import { parseBackendConfig } from './backend-config-flag.js';
+import { parseBackendConfig, withTensorRTPlanCache } from './backend-config-flag.js';
 import { parseCacheConfig, parseTraceConfig } from './flag-settings.js';
 import { parseRateLimitMode, parseRateLimitResources } from './rate-limit-flags.js';
 import { serve, type RunningNereid, type ServeOptions } from '../index.js';
@@ -64,7 +64,7 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     streamMaxPendingBytes: v['stream-max-pending-bytes'],
     streamStallTimeoutSecs: v['stream-stall-timeout-secs'],
     grpcRestrictedProtocol: v['grpc-restricted-protocol'],
-    backendConfig: parseBackendConfig(v['backend-config']),
+    backendConfig: withTensorRTPlanCache(parseBackendConfig(v['backend-config']), v['tensorrt-plan-cache']),
     autoComplete: !v['disable-auto-complete-config'] && !v['strict-model-config'],
     strictReadiness: v['strict-readiness'],
     exitOnError: v['exit-on-error'],

@@ -54,6 +54,22 @@ export interface InferRequest {
   parameters?: Parameters;
   /** Set by the server when inputs or outputs live in device memory (client CUDA shared memory). */
   device?: RequestDeviceMemory;
+  /** What tracing needs from the protocol (set by HTTP and gRPC), or from the parent of an ensemble step. */
+  trace?: RequestTrace;
+}
+
+/**
+ * A request's trace context: the client's W3C `traceparent`/`tracestate` (HTTP headers, gRPC metadata) and when the
+ * protocol began and finished receiving it (process.hrtime.bigint ns). An ensemble step of a traced request carries
+ * its parent's context and trace id (`parentId`): it is traced because its parent is, whatever its own rate.
+ */
+export interface RequestTrace {
+  traceparent?: string;
+  tracestate?: string;
+  protocol?: 'HTTP' | 'GRPC';
+  recvStart?: bigint;
+  recvEnd?: bigint;
+  parentId?: number;
 }
 
 export interface InferResponse {

@@ -9,6 +9,7 @@ import type {
   InferResponse,
   Parameters,
   RequestedOutput,
+  RequestTrace,
   SharedMemoryRef,
 } from '../core/inference.js';
 import {
@@ -179,7 +180,7 @@ function unpackData(
 }
 
 /**
- * `[INFER, id, signalId, token, flags, model, version, requestId, parameters, outputs, ...inputs]`, each input six
+ * `[INFER, id, signalId, token, flags, model, version, requestId, parameters, outputs, trace, ...inputs]`, each input six
  * slots: name, datatype, shape, data, parameters, sharedMemory. An input read from client shared memory carries no
  * data (null): the main thread reads the region, where the registry of regions lives.
  */
@@ -194,9 +195,10 @@ export type InferMessage = [
   string | undefined,
   Parameters | undefined,
   RequestedOutput[] | undefined,
+  RequestTrace | undefined,
   ...unknown[],
 ];
-const REQUEST_HEAD = 10;
+const REQUEST_HEAD = 11;
 const INPUT_SLOTS = 6;
 
 /** A tensor whose bytes live in client shared memory has none of its own (the protocols' NO_DATA). */
@@ -211,7 +213,19 @@ export function packInfer(
   arena: Arena,
 ): { msg: InferMessage; transfer: ArrayBuffer[] } {
   const transfer: ArrayBuffer[] = [];
-  const msg: InferMessage = [Tag.INFER, id, signalId, token, flags, r.model, r.version, r.id, r.parameters, r.outputs];
+  const msg: InferMessage = [
+    Tag.INFER,
+    id,
+    signalId,
+    token,
+    flags,
+    r.model,
+    r.version,
+    r.id,
+    r.parameters,
+    r.outputs,
+    r.trace,
+  ];
   for (const t of r.inputs) {
     const data = t.sharedMemory === undefined ? packData(t.data, arena, transfer) : null;
     msg.push(t.name, t.datatype, t.shape, data, t.parameters, t.sharedMemory);
@@ -226,6 +240,7 @@ export function unpackInfer(msg: InferMessage, arena: ArrayBuffer | undefined): 
   if (msg[7] !== undefined) request.id = msg[7];
   if (msg[8] !== undefined) request.parameters = msg[8];
   if (msg[9] !== undefined) request.outputs = msg[9];
+  if (msg[10] !== undefined) request.trace = msg[10];
   for (let i = REQUEST_HEAD; i < msg.length; i += INPUT_SLOTS) {
     const name = msg[i] as string;
     const datatype = msg[i + 1] as Tensor['datatype'];

@@ -8,6 +8,7 @@ import { customMetricsSync } from './custom-metrics.js';
 import { startGpuMetrics, type OpenNvml } from './gpu-metrics.js';
 import { ModelLabels } from './labels.js';
 import { registerLatencyMetrics } from './latency-metrics.js';
+import { ScrapedCounter } from './families.js';
 import { registerModelMetrics } from './model-metrics.js';
 import type { InferenceObserver } from './observer.js';
 import type { MetricsSource } from './source.js';
@@ -69,6 +70,7 @@ export async function startMetricsServer(
   registerModelMetrics(registry, source, config, labels);
   const observer = registerLatencyMetrics(registry, source, config, labels);
   if (source.pinnedPool !== undefined) registerPinnedMetrics(registry, source.pinnedPool);
+  registerTraceDrops(registry, source);
   const system = (opts.allowCpuMetrics ?? true) ? await startSystemMetrics(registry, intervalMs, logger) : undefined;
   const gpu =
     (opts.allowGpuMetrics ?? true) ? await startGpuMetrics(registry, intervalMs, logger, opts.openNvml) : undefined;
@@ -126,4 +128,15 @@ export async function startMetricsServer(
       return closing;
     },
   };
+}
+
+/** Nereid's own (Triton counts none): OpenTelemetry spans lost to a full queue or a collector that failed. */
+function registerTraceDrops(registry: Registry, source: MetricsSource): void {
+  const dropped = source.droppedTraceSpans;
+  if (dropped === undefined) return;
+  registry.registerMetric(
+    new ScrapedCounter('nereid_trace_spans_dropped', 'OpenTelemetry trace spans dropped before export', () => [
+      { labels: {}, value: dropped() },
+    ]),
+  );
 }

@@ -30,14 +30,17 @@ export interface MetricsSource {
   custom?: CustomFamiliesSource;
   /** The page-locked output pools' totals (`nv_pinned_memory_pool_*`); absent: those metrics are not exported. */
   pinnedPool?: PinnedPoolSource;
+  /** OpenTelemetry spans dropped so far (server/trace-otel.ts). */
+  droppedTraceSpans?(): number;
 }
 
 /**
  * Adapts anything that lists repository models (the InferenceServer facade) to a MetricsSource: every loaded
  * version (READY, or UNAVAILABLE because no instance is healthy), with its scheduler's pending count. `loadSeconds` is picked up once ModelVersion carries it.
  */
-export function metricsSourceFrom(server: { models(): readonly Model[] }): MetricsSource {
+export function metricsSourceFrom(server: { models(): readonly Model[]; droppedTraceSpans?(): number }): MetricsSource {
   return {
+    droppedTraceSpans: server.droppedTraceSpans && (() => server.droppedTraceSpans?.() ?? 0),
     *models() {
       for (const model of server.models()) {
         for (const v of model.versions.values()) {

@@ -10,7 +10,9 @@ import type { BackendDescriptor } from '../backends/contract.js';
  * resolve inside the model folder, symlinks included, or the load fails INVALID_ARG before anything is read:
  * - config paths: `label_filename` (model folder), `default_model_filename` and `cc_model_filenames` (each version
  *   folder), warm-up `input_data_file` (`warmup/`), sequence-state `initial_state.data_file` (`initial_state/`),
- *   `model_operations.op_library_filename` (model folder);
+ *   `model_operations.op_library_filename` (model folder); the TensorRT accelerator's cache, EP-context and
+ *   plugin paths (each version folder: where the onnxruntime backend takes them from; refused as code unless the
+ *   server allows code in load requests, server/code-trust.ts);
  * - `backend` and `runtime` are library names, never paths;
  * - files sent as `file:` entries: every path the backends say such a file names beside itself (`referencedFiles`:
  *   an ONNX model's external-data `location`s, relative to the model file's folder).
@@ -107,6 +109,34 @@ async function confineConfig(req: LoadRequestContent, inside: Inside): Promise<v
   }
   for (const lib of config.model_operations?.op_library_filename ?? []) {
     if (lib) await inside(req.dir, lib, `model_operations op_library_filename '${lib}'`);
+  }
+  await confineAcceleratorPaths(req, config, inside);
+}
+
+/** TensorRT accelerator parameters that name paths (`;` lists for the plugin libraries); see provider-paths.ts. */
+const TRT_PATHS: Readonly<Record<string, boolean>> = {
+  trt_engine_cache_path: false,
+  trt_timing_cache_path: false,
+  trt_ep_context_file_path: false,
+  trt_extra_plugin_lib_paths: true,
+};
+
+async function confineAcceleratorPaths(req: LoadRequestContent, config: ModelConfig, inside: Inside): Promise<void> {
+  const accelerators = config.optimization?.execution_accelerators?.gpu_execution_accelerator ?? [];
+  const versions = await versionFolders(req.dir);
+  for (const ea of accelerators) {
+    if (ea.name !== 'tensorrt') continue;
+    for (const [key, value] of Object.entries(ea.parameters ?? {})) {
+      const list = TRT_PATHS[key];
+      if (list === undefined) continue;
+      for (const path of list ? value.split(';') : [value]) {
+        const p = path.trim();
+        if (p === '') continue;
+        for (const v of versions.length > 0 ? versions : ['1']) {
+          await inside(join(req.dir, v), p, `gpu_execution_accelerator 'tensorrt' parameter ${key} '${p}'`);
+        }
+      }
+    }
   }
 }
 

@@ -167,9 +167,8 @@ async function loadBackendModel(
   signal: AbortSignal,
 ): Promise<void> {
   const { name, dir } = model;
-  const fileName = normalized.default_model_filename ?? backend.defaultModelFilename;
   const backendConfig = deps.backendConfig.get(backend.name) ?? {};
-  const latestPath = join(dir, String(selected[selected.length - 1]), fileName);
+  const latestPath = await modelFileIn(join(dir, String(selected[selected.length - 1])), normalized, backend);
   await assertExists(latestPath, name);
   const completed = await backend.autoComplete(normalized, {
     modelName: name,
@@ -226,9 +225,8 @@ async function loadVersion(
   const { spec, backend } = plan;
   const started = process.hrtime.bigint();
   const logger = deps.logger.child({ model: model.name, version: entry.version });
-  const fileName = spec.config.default_model_filename ?? backend.defaultModelFilename;
   try {
-    const modelPath = join(model.dir, String(entry.version), fileName);
+    const modelPath = await modelFileIn(join(model.dir, String(entry.version)), spec.config, backend);
     await assertExists(modelPath, model.name);
     if (signal.aborted) throw new CancelledError(`load of '${model.name}' was cancelled`);
     entry.handle = await backend.load(
@@ -307,6 +305,23 @@ async function filesInVersions(dir: string, versions: number[]): Promise<Set<str
   for (const v of versions) for (const f of await readdir(join(dir, String(v)))) names.add(f);
   return names;
 }
+
+/** The model file of a version folder: the config's or the backend's default, else an alternate that is there. */
+async function modelFileIn(versionDir: string, config: ModelConfig, backend: Backend): Promise<string> {
+  const named = config.default_model_filename;
+  const first = join(versionDir, named ?? backend.defaultModelFilename);
+  if (named !== undefined || (await exists(first))) return first;
+  for (const alt of backend.alternateModelFilenames ?? []) {
+    if (await exists(join(versionDir, alt))) return join(versionDir, alt);
+  }
+  return first;
+}
+
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 async function assertExists(path: string, model: string): Promise<void> {
   try {

@@ -73,8 +73,15 @@ export function selectVersions(available: readonly number[], policy: ModelVersio
 }
 
 /**
+ * Files an engine writes into a version folder while serving, not the operator's: onnxruntime's TensorRT provider
+ * caches its engines (`.engine`, `.profile`) and timing cache (`.timing`) there by default. Left out of the
+ * fingerprint, or poll mode would reload a model because its first load built an engine.
+ */
+const ENGINE_CACHE_FILE = /\.(engine|profile|timing)$/;
+
+/**
  * What a model folder holds, as one string: config.pbtxt's bytes and the size and modification time of every
- * file under the numeric version folders. Poll mode reloads a model when this changes.
+ * file under the numeric version folders (but engine caches). Poll mode reloads a model when this changes.
  */
 export async function fingerprint(modelDir: string): Promise<string> {
   const parts: string[] = [];
@@ -95,7 +102,7 @@ export async function fingerprint(modelDir: string): Promise<string> {
       const st = await stat(path).catch(() => undefined);
       if (!st) continue;
       if (st.isDirectory()) await walk(path, `${rel}/${e.name}`);
-      else parts.push(`${rel}/${e.name}:${st.size}:${st.mtimeMs}`);
+      else if (!ENGINE_CACHE_FILE.test(e.name)) parts.push(`${rel}/${e.name}:${st.size}:${st.mtimeMs}`);
     }
   };
   try {

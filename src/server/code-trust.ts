@@ -20,11 +20,10 @@ const CODE_FILE = /\.(py|pyc|pyo|pyd|pt|pth|pt2|so(\.\d+)*|dylib|dll|tgz|tar\.gz
  * Accelerator parameters (onnxruntime's TensorRT and OpenVINO providers) that name a file or folder the engine
  * loads, deserializes or writes: plugin libraries (native code), TensorRT engine, timing and EP-context caches
  * (serialized engines, which may carry plugin code), the INT8 calibration table, OpenVINO's cache folder and its
- * load_config file. In a load request they are refused like code rather than confined to the model folder: the
- * folder is a temporary one the request itself fills, so a cache there is useless, the options take lists and
- * names relative to other options (confining each rightly would mean parsing onnxruntime's rules for each), and a
- * load request must not make the server read or write files the operator did not put there. A config in the model
- * repository (the operator's) may set them.
+ * load_config file. In a load request they are refused like code: a load request must not make the server read
+ * or write files the operator did not put there. With --allow-code-in-load-requests the TensorRT ones are still
+ * confined to the model folder (repository/confine.ts). A config in the model repository (the operator's) may set
+ * them.
  */
 const PATH_OPTIONS = new Set([
   'trt_engine_cache_path',

@@ -1,4 +1,4 @@
-import type { InferRequest, InferResponse, Parameters } from '../core/inference.js';
+import type { InferRequest, InferResponse, Parameters, RequestedOutput } from '../core/inference.js';
 import { InvalidArgError, NereidError, UnavailableError, UnsupportedError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { FailureReason } from '../core/stats.js';
@@ -9,7 +9,8 @@ import type { InferOptions } from './api.js';
 import { cacheKey, ResponseCache, type CacheSlot } from './response-cache.js';
 import type { SequenceParams } from './sequence-params.js';
 import type { Target } from './target.js';
-import type { Tracer } from './trace.js';
+import { computeTimes, type Tracer } from './trace.js';
+import type { OtelSpans } from './trace-otel-types.js';
 import { validateRequest } from './validate.js';
 
 /**
@@ -63,6 +64,11 @@ export class InferencePipeline {
     }
     const batchSize = checked.request.batchSize;
     const started = process.hrtime.bigint();
+    // OpenTelemetry mode only (undefined otherwise): sampled at the start, so an ensemble's steps know their parent.
+    const spans = this.#tracer.begin(model.name, version.version, requestStart, request.trace);
+    if (spans !== undefined && spec.ensemble !== undefined) {
+      engineRequest = { ...engineRequest, trace: { ...spans.childContext(), parentId: spans.id } };
+    }
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
     // The slot belongs to this load of the version: a reload or unload forgets it (see ResponseCache).
     const slot = cache?.slot(version, cacheKey(model.name, version.version, engineRequest, parameters));
@@ -72,6 +78,7 @@ export class InferencePipeline {
     if (hit !== undefined) {
       result = { outputs: [...hit], timings: NO_TIMINGS, queueNs: 0, executedBatchSize: batchSize };
       version.stats.recordCacheHit(Number(process.hrtime.bigint() - started), lookupNs);
+      spans?.end({ queueStart: started, requestEnd: process.hrtime.bigint() });
       return target.respond(request, checked.outputs, result);
     }
     try {
@@ -84,6 +91,7 @@ export class InferencePipeline {
       });
     } catch (err) {
       version.stats.recordFailure(Number(process.hrtime.bigint() - started), failureReason(err));
+      spans?.end({ queueStart: started, requestEnd: process.hrtime.bigint(), error: NereidError.from(err).message });
       throw err;
     }
     if (slot !== undefined && cache !== undefined) this.#remember(cache, slot, target, result, lookupNs);
@@ -94,26 +102,23 @@ export class InferencePipeline {
       queueNs: result.queueNs,
       ...result.timings,
     });
-    const traceId = this.#tracer.sample(model.name);
-    if (traceId !== 0) {
-      this.#tracer.recordRequest(traceId, model.name, version.version, request.id, {
-        requestStart,
-        queueStart: started,
-        queueNs: result.queueNs,
-        timings: result.timings,
-      });
-    }
+    if (spans !== undefined) endSpans(spans, started, result, spec.ensemble !== undefined);
+    this.#traceFile(target, request, requestStart, started, result);
     // A decoupled request's responses went out through onResponse; what settles it is the final flag.
     if (onResponse) return target.respond(request, checked.outputs, { outputs: [] });
-    if (result.lease === undefined) return target.respond(request, checked.outputs, result);
-    try {
-      const response = target.respond(request, checked.outputs, result);
-      response.lease = result.lease;
-      return response;
-    } catch (err) {
-      result.lease.release();
-      throw err;
-    }
+    return respondLeased(target, request, checked.outputs, result);
+  }
+
+  /** Triton's file trace of a sampled request (its timestamps). */
+  #traceFile(target: Target, request: InferRequest, requestStart: bigint, started: bigint, r: ScheduledResult): void {
+    const traceId = this.#tracer.sampleFile(target.model.name);
+    if (traceId === 0) return;
+    this.#tracer.recordRequest(traceId, target.model.name, target.versionEntry.version, request.id, {
+      requestStart,
+      queueStart: started,
+      queueNs: r.queueNs,
+      timings: r.timings,
+    });
   }
 
   /** Stores a computed answer; a response larger than the whole cache is said once per version. */
@@ -128,6 +133,31 @@ export class InferencePipeline {
         `a response of model '${target.model.name}' takes ${ResponseCache.sizeOf(slot.key, result.outputs)} bytes, more than the whole response cache (${cache.capacity} bytes): it is not cached; raise --cache-config=local,size=<bytes>`,
       );
     }
+  }
+}
+
+/** Triton's spans of a request done: an ensemble's compute spans are its steps'. */
+function endSpans(spans: OtelSpans, queueStart: bigint, result: ScheduledResult, ensemble: boolean): void {
+  const requestEnd = process.hrtime.bigint();
+  const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings);
+  spans.end({ queueStart, compute, requestEnd });
+}
+
+/** The client's response; outputs that view lent memory keep their lease on it, given back if shaping fails. */
+function respondLeased(
+  target: Target,
+  request: InferRequest,
+  requested: readonly RequestedOutput[],
+  result: ScheduledResult,
+): InferResponse {
+  if (result.lease === undefined) return target.respond(request, requested, result);
+  try {
+    const response = target.respond(request, requested, result);
+    response.lease = result.lease;
+    return response;
+  } catch (err) {
+    result.lease.release();
+    throw err;
   }
 }
 

@@ -98,8 +98,7 @@ export class InferenceServer implements InferenceServerApi {
   #startPolling(opts: InferenceServerOptions): void {
     if (this.#mode !== 'poll') return;
     const secs = opts.repositoryPollSecs ?? SERVER_DEFAULTS.repositoryPollSecs;
-    this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000);
-    this.#poller.unref();
+    this.#poller = setInterval(() => void this.pollRepository(), Math.max(secs, 0.05) * 1000).unref();
   }
 
   /** Poll mode's rescan (tests run it too): loads new, reloads changed (atomically), unloads removed; one at a time. */
@@ -136,6 +135,7 @@ export class InferenceServer implements InferenceServerApi {
       onReplaced: (old) => server.#cache && forgetLoad(server.#cache, old, repo),
     });
     const server: InferenceServer = new InferenceServer(repo, opts);
+    await server.#tracer.start((msg) => logger.warn(msg));
     // Backends whose models call models (Python BLS) do it through infer(), like any client.
     for (const b of opts.backends) (b as { attachModelCaller?(c: InferenceServer): void }).attachModelCaller?.(server);
     await loadAtStart(repo, opts);
@@ -271,6 +271,7 @@ export class InferenceServer implements InferenceServerApi {
       inputs: step.inputs,
       outputs: step.outputs.map((name) => ({ name })),
       parameters: step.parameters,
+      trace: step.trace,
     };
     const target = this.#resolve(request.model, request.version);
     const sequence =
@@ -337,14 +338,14 @@ export class InferenceServer implements InferenceServerApi {
   }
 
   traceSettings(model?: string): TraceSettings {
-    if (model !== undefined) this.#resolve(model);
-    return this.#tracer.settings(model);
+    return this.#tracer.settings(model === undefined ? undefined : this.#resolve(model).model.name);
   }
 
   updateTraceSettings(model: string | undefined, update: Record<string, unknown>): TraceSettings {
-    if (model !== undefined) this.#resolve(model);
-    return this.#tracer.update(model, update);
+    return this.#tracer.update(model === undefined ? undefined : this.#resolve(model).model.name, update);
   }
+  /** OpenTelemetry spans that never reached the collector (the metrics endpoint exports the count). */
+  readonly droppedTraceSpans = (): number => this.#tracer.droppedSpans();
 
   systemSharedMemoryStatus(name?: string): SystemSharedMemoryStatus[] {
     return this.#shm.status(name);

@@ -1,7 +1,9 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { InvalidArgError, UnsupportedError } from '../core/errors.js';
+import type { RequestTrace } from '../core/inference.js';
 import type { ComputeTimings } from '../core/stats.js';
 import type { TraceSettings } from './api.js';
+import { OTEL_DEFAULTS, type OtelExport, type OtelOptions, type OtelSpans } from './trace-otel-types.js';
 
 /**
  * Triton's trace extension, TIMESTAMPS level: samples one request in `trace_rate`, at most `trace_count` of them
@@ -9,6 +11,9 @@ import type { TraceSettings } from './api.js';
  * request_id}` and `{id, timestamps: [{name, ns}]}` objects, monotonic ns) to the file named on the command
  * line. Settings are global with per-model overrides; `null` resets a model's key to the global value.
  * Records are written as each traced request completes; `log_frequency` is accepted and reported only.
+ *
+ * With `mode=opentelemetry` the same settings (rate, count, level, runtime updates) pick the requests, and their
+ * spans go to an OTLP collector instead (trace-otel.ts, whose SDK is imported only in that mode, by `start`).
  */
 
 interface Settings {
@@ -19,6 +24,9 @@ interface Settings {
 }
 
 export interface TraceOptions {
+  mode?: 'triton' | 'opentelemetry';
+  /** `--trace-config opentelemetry,<key>=<value>` settings; defaults are Triton's. */
+  otel?: Partial<OtelOptions>;
   file?: string;
   level?: string;
   rate?: number;
@@ -42,6 +50,9 @@ const DEFAULTS: Readonly<Settings> = Object.freeze({ level: 'OFF', rate: 1000, c
 const KEYS = ['trace_level', 'trace_rate', 'trace_count', 'log_frequency', 'trace_file', 'trace_mode'] as const;
 
 export class Tracer {
+  readonly #mode: 'triton' | 'opentelemetry';
+  readonly #otelOptions: OtelOptions;
+  #otel: OtelExport | undefined;
   readonly #file: string;
   readonly #global: Settings;
   readonly #models = new Map<string, Partial<Settings>>();
@@ -52,6 +63,8 @@ export class Tracer {
   #records = 0;
 
   constructor(opts: TraceOptions = {}) {
+    this.#mode = opts.mode ?? 'triton';
+    this.#otelOptions = { ...OTEL_DEFAULTS, resource: {}, ...opts.otel };
     this.#file = opts.file ?? '';
     this.#global = {
       level: parseLevel(opts.level === undefined ? ['OFF'] : [opts.level]),
@@ -59,9 +72,33 @@ export class Tracer {
       count: opts.count ?? -1,
       logFrequency: opts.logFrequency ?? 0,
     };
-    if (this.#global.level !== 'OFF' && !this.#file) {
+    if (this.#global.level !== 'OFF' && !this.#file && this.#mode === 'triton') {
       throw new InvalidArgError('trace level TIMESTAMPS needs a trace file: --trace-config triton,file=<path>');
     }
+  }
+
+  /** In OpenTelemetry mode, loads the SDK and its exporter (nothing of it is loaded otherwise). */
+  async start(warn: (msg: string) => void): Promise<void> {
+    if (this.#mode !== 'opentelemetry' || this.#otel !== undefined) return;
+    const { createOtelExport } = await import('./trace-otel.js');
+    this.#otel = createOtelExport(this.#otelOptions, warn);
+  }
+
+  /** OpenTelemetry spans dropped (queue full, collector down or refusing); 0 in the file mode. */
+  droppedSpans(): number {
+    return this.#otel?.dropped() ?? 0;
+  }
+
+  /**
+   * OpenTelemetry mode: samples the request now (as Triton, at its start) and opens its spans; undefined when not
+   * traced, and always in the file mode (recordRequest samples there). A step of a traced ensemble is traced.
+   */
+  begin(model: string, version: number, requestStart: bigint, trace: RequestTrace | undefined): OtelSpans | undefined {
+    const otel = this.#otel;
+    if (otel === undefined) return undefined;
+    const id = trace?.parentId !== undefined ? this.#nextId++ : this.sample(model);
+    if (id === 0) return undefined;
+    return otel.spans({ id, model, version, requestStart, trace });
   }
 
   #effective(model?: string): Settings {
@@ -76,7 +113,7 @@ export class Tracer {
       trace_count: String(s.count),
       log_frequency: String(s.logFrequency),
       trace_file: this.#file,
-      trace_mode: 'triton',
+      trace_mode: this.#mode,
     };
   }
 
@@ -91,7 +128,7 @@ export class Tracer {
         throw new UnsupportedError('trace file location can not be updated through network protocol');
       }
       if (key === 'trace_mode') {
-        if (value !== null && value !== 'triton')
+        if (value !== null && value !== this.#mode)
           throw new UnsupportedError(`trace mode '${String(value)}' is not supported`);
         continue;
       }
@@ -106,7 +143,7 @@ export class Tracer {
       if (field === 'level') next.level = parseLevel(Array.isArray(value) ? value : [value]);
       else next[field] = parseCount(key, value, field === 'count' ? -1 : field === 'rate' ? 1 : 0);
     }
-    if ((next.level ?? this.#global.level) !== 'OFF' && !this.#file) {
+    if ((next.level ?? this.#global.level) !== 'OFF' && !this.#file && this.#mode === 'triton') {
       throw new InvalidArgError(
         'trace_level TIMESTAMPS needs a trace file; start nereid with --trace-config triton,file=<path>',
       );
@@ -114,6 +151,11 @@ export class Tracer {
     if (model) this.#models.set(model, next);
     else Object.assign(this.#global, next);
     return this.settings(model);
+  }
+
+  /** The file mode's sampling, when the request is done: its trace id, or 0 (always 0 in OpenTelemetry mode). */
+  sampleFile(model: string): number {
+    return this.#mode === 'triton' ? this.sample(model) : 0;
   }
 
   /** Decides whether to trace this request; returns its trace id, or 0. */
@@ -142,17 +184,14 @@ export class Tracer {
     m: { requestStart: bigint; queueStart: bigint; queueNs: number; timings: ComputeTimings },
   ): void {
     const end = process.hrtime.bigint();
-    const at = (ns: bigint): bigint => (ns < end ? ns : end);
-    const computeStart = at(m.queueStart + BigInt(m.queueNs));
-    const inputEnd = at(computeStart + BigInt(m.timings.computeInputNs));
-    const outputStart = at(inputEnd + BigInt(m.timings.computeInferNs));
+    const c = computeTimes(end, m.queueStart, m.queueNs, m.timings);
     this.record(id, model, version, requestId, {
       REQUEST_START: m.requestStart,
       QUEUE_START: m.queueStart,
-      COMPUTE_START: computeStart,
-      COMPUTE_INPUT_END: inputEnd,
-      COMPUTE_OUTPUT_START: outputStart,
-      COMPUTE_END: at(outputStart + BigInt(m.timings.computeOutputNs)),
+      COMPUTE_START: c.start,
+      COMPUTE_INPUT_END: c.inputEnd,
+      COMPUTE_OUTPUT_START: c.outputStart,
+      COMPUTE_END: c.end,
       REQUEST_END: end,
     });
   }
@@ -171,13 +210,38 @@ export class Tracer {
     this.#out.write(`${this.#records++ === 0 ? '[\n' : ',\n'}${record}`);
   }
 
-  /** Closes the JSON array and the file. */
-  close(): Promise<void> {
+  /** Closes the JSON array and the file; sends the spans still queued (a collector that is down gets 2 s). */
+  async close(): Promise<void> {
+    const otel = this.#otel;
+    this.#otel = undefined;
+    if (otel !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000).unref()));
+      await Promise.race([otel.close(), late]);
+      clearTimeout(timer);
+    }
     const out = this.#out;
     if (!out) return Promise.resolve();
     this.#out = undefined;
-    return new Promise((resolve) => out.end('\n]\n', () => resolve()));
+    return new Promise<void>((resolve) => out.end('\n]\n', () => resolve()));
   }
+}
+
+/**
+ * A request's compute timestamps, derived from its queue time and its batch's compute durations (the worker's
+ * clock is not ours), capped at the request's end since a batch's timings can overlap this request's own clock.
+ */
+export function computeTimes(
+  end: bigint,
+  queueStart: bigint,
+  queueNs: number,
+  timings: ComputeTimings,
+): { start: bigint; inputEnd: bigint; outputStart: bigint; end: bigint } {
+  const at = (ns: bigint): bigint => (ns < end ? ns : end);
+  const start = at(queueStart + BigInt(queueNs));
+  const inputEnd = at(start + BigInt(timings.computeInputNs));
+  const outputStart = at(inputEnd + BigInt(timings.computeInferNs));
+  return { start, inputEnd, outputStart, end: at(outputStart + BigInt(timings.computeOutputNs)) };
 }
 
 function parseLevel(values: unknown[]): 'OFF' | 'TIMESTAMPS' {

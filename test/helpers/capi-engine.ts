@@ -1,4 +1,5 @@
 import type { ModelConfig } from '../../src/config/model-config.js';
+import type { Logger } from '../../src/core/logger.js';
 import type { Tensor } from '../../src/core/tensor.js';
 import type {
   BackendConfig,
@@ -35,6 +36,8 @@ export async function open(
     optimizedModelPrefix?: string;
     /** Run on the calling thread, as the engine-thread transport does (CUDA graphs need it). */
     blocking?: boolean;
+    /** The engine's logger (its debug lines: the providers' options as onnxruntime holds them). */
+    logger?: Logger;
   } = {},
 ): Promise<Opened> {
   const signal = new AbortController().signal;
@@ -48,6 +51,7 @@ export async function open(
       backendConfig: opts.backendConfig ?? {},
       logLevel: opts.logLevel ?? 'info',
       ...(opts.optimizedModelPrefix === undefined ? {} : { optimizedModelPrefix: opts.optimizedModelPrefix }),
+      ...(opts.logger === undefined ? {} : { logger: opts.logger }),
     } as Parameters<typeof adapter.load>[0],
     signal,
   );

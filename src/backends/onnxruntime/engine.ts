@@ -18,6 +18,7 @@ import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
 import { planSession, providersFor, usesCudaGraphs } from './options-capi.js';
+import { createTensorrtFolders, withTensorrtPaths } from './provider-paths.js';
 import { CapiInstance, live, type ModelState } from './instance.js';
 
 export type { CapiInstance } from './instance.js';
@@ -56,23 +57,7 @@ class CapiModel implements EngineModel {
     const providers = providersFor(s.plan, spec);
     if (spec.kind === 'KIND_GPU' && s.blockingRuns) ignoreOtherCaptures();
     const api = ortApi();
-    const options = createSessionOptions({
-      plan: s.plan,
-      providers,
-      globalThreadPool: s.lease.globalThreadPool,
-      logSeverity: s.logSeverity,
-      logId: spec.name,
-      optimizedModelPath:
-        s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
-    });
-    let session: OrtSession;
-    try {
-      session = await OrtSession.create(s.lease.env, s.modelFile, options, signal);
-    } catch (err) {
-      throw createError(err, providers, `instance ${spec.name}`);
-    } finally {
-      api.ReleaseSessionOptions(options);
-    }
+    const session = await this.#openSession(spec, providers, signal);
     const pool = s.blockingRuns ? undefined : s.outputPool?.(spec);
     let runner: OrtRunner;
     // A KIND_GPU instance (CUDA or TensorRT provider on its device) reads and writes client CUDA memory in place.
@@ -126,6 +111,36 @@ class CapiModel implements EngineModel {
     return instance;
   }
 
+  /** The instance's onnxruntime session with its providers (TensorRT's cache folders made first). */
+  async #openSession(
+    spec: InstanceSpec,
+    providers: ReturnType<typeof providersFor>,
+    signal: AbortSignal,
+  ): Promise<OrtSession> {
+    const s = this.#state;
+    const api = ortApi();
+    const options = createSessionOptions({
+      plan: s.plan,
+      providers,
+      globalThreadPool: s.lease.globalThreadPool,
+      logSeverity: s.logSeverity,
+      logId: spec.name,
+      optimizedModelPath:
+        s.optimizedModelPrefix === undefined ? undefined : `${s.optimizedModelPrefix}${spec.name}.onnx`,
+      onProviderOptions: (name, text) =>
+        s.logger.debug({ instance: spec.name }, `onnxruntime ${name} provider options: ${text}`),
+    });
+    try {
+      if (providers.some((p) => p.name === 'tensorrt'))
+        await createTensorrtFolders(s.trtFolders, `instance ${spec.name}`);
+      return await OrtSession.create(s.lease.env, s.modelFile, options, signal);
+    } catch (err) {
+      throw createError(err, providers, `instance ${spec.name}`);
+    } finally {
+      api.ReleaseSessionOptions(options);
+    }
+  }
+
   /** Releases what the model holds: instances the host did not destroy (defensive), then the env reference. */
   async unload(): Promise<void> {
     if (this.#unloaded) return;
@@ -171,7 +186,8 @@ export function onnxruntimeCapiAdapter(
     async load(ctx: EngineLoadContext & LoadHooks, signal: AbortSignal): Promise<EngineModel> {
       if (signal.aborted) throw new CancelledError('model load was cancelled');
       const logger = (ctx.logger ?? noopLogger).child({ model: ctx.name, version: ctx.version });
-      const plan = planSession(ctx.config, ctx.backendConfig);
+      // Relative TensorRT cache paths are the version folder's, never the server's working directory.
+      const { plan, folders: trtFolders } = withTensorrtPaths(planSession(ctx.config, ctx.backendConfig), ctx);
       if (opts.planWarnings !== false) for (const w of plan.warnings) logger.warn(w);
       const graphSpecs = parseGraphSpecs(ctx.config, `model '${ctx.name}'`);
       if (graphSpecs.length > 0 && !usesCudaGraphs(plan)) {
@@ -207,6 +223,7 @@ export function onnxruntimeCapiAdapter(
         blockingRuns: opts.blockingRuns === true,
         outputPool: opts.outputPool,
         graphSpecs,
+        trtFolders,
       });
     },
   };

@@ -52,6 +52,8 @@ export interface ModelState {
   blockingRuns: boolean;
   /** `optimization.cuda.graph_spec`: CUDA graphs captured at load (sessions with enable_cuda_graph). */
   graphSpecs: readonly GraphSpec[];
+  /** The TensorRT provider's cache folders, resolved (provider-paths.ts); made before a TensorRT session. */
+  trtFolders: readonly string[];
   /** Where an instance's pooled output memory comes from (KIND_GPU in-process); none: fresh memory. */
   outputPool?: (spec: InstanceSpec) => OutputPool | undefined;
 }

@@ -65,17 +65,17 @@ const CUDA_OPTIONS: Readonly<Record<string, 'bool' | 'int' | 'size' | 'string'>>
 };
 
 /** Triton's TensorRT accelerator parameters → onnxruntime TensorRT provider option, with the value's kind. */
-const TENSORRT_OPTIONS: Readonly<Record<string, readonly [string, 'bool' | 'int' | 'size' | 'string']>> = {
+const TENSORRT_OPTIONS: Readonly<Record<string, readonly [string, 'bool' | 'int' | 'size' | 'string' | 'name']>> = {
   max_workspace_size_bytes: ['trt_max_workspace_size', 'size'],
   trt_max_partition_iterations: ['trt_max_partition_iterations', 'int'],
   trt_min_subgraph_size: ['trt_min_subgraph_size', 'int'],
-  int8_calibration_table_name: ['trt_int8_calibration_table_name', 'string'],
+  int8_calibration_table_name: ['trt_int8_calibration_table_name', 'name'],
   int8_use_native_calibration_table: ['trt_int8_use_native_calibration_table', 'bool'],
   trt_dla_enable: ['trt_dla_enable', 'bool'],
   trt_dla_core: ['trt_dla_core', 'int'],
   trt_engine_cache_enable: ['trt_engine_cache_enable', 'bool'],
   trt_engine_cache_path: ['trt_engine_cache_path', 'string'],
-  trt_engine_cache_prefix: ['trt_engine_cache_prefix', 'string'],
+  trt_engine_cache_prefix: ['trt_engine_cache_prefix', 'name'],
   trt_dump_subgraphs: ['trt_dump_subgraphs', 'bool'],
   trt_force_sequential_engine_build: ['trt_force_sequential_engine_build', 'bool'],
   trt_context_memory_sharing_enable: ['trt_context_memory_sharing_enable', 'bool'],
@@ -99,6 +99,16 @@ const TENSORRT_OPTIONS: Readonly<Record<string, readonly [string, 'bool' | 'int'
   trt_ep_context_embed_mode: ['trt_ep_context_embed_mode', 'int'],
 };
 
+/** Integer TensorRT options with a range TensorRT defines (IBuilderConfig's optimization levels 0-5, ...). */
+const TENSORRT_RANGES: Readonly<Record<string, readonly [number, number]>> = {
+  trt_builder_optimization_level: [0, 5],
+  trt_max_partition_iterations: [1, 0x7fffffff],
+  trt_min_subgraph_size: [1, 0x7fffffff],
+  trt_dla_core: [0, 0x7fffffff],
+  trt_auxiliary_streams: [-1, 0x7fffffff],
+  trt_ep_context_embed_mode: [0, 1],
+};
+
 /** OpenVINO provider options (V2 keys) a config may set; Triton itself sets only device_type CPU. */
 const OPENVINO_OPTIONS = new Set([
   'device_type',
@@ -113,8 +123,23 @@ const OPENVINO_OPTIONS = new Set([
   'disable_dynamic_shapes',
 ]);
 
-function normalize(where: string, kind: 'bool' | 'int' | 'size' | 'string', value: string): string {
+/**
+ * A file name inside the engine cache folder (the INT8 calibration table, the engines' prefix): onnxruntime joins
+ * it to `trt_engine_cache_path`, so a separator or `..` would leave that folder.
+ */
+function parseName(where: string, value: string): string {
+  if (/[/\\\0]/.test(value) || value === '.' || value === '..') {
+    throw new InvalidArgError(
+      `${where}: expected a file name inside trt_engine_cache_path (no '/', '\\' or '..'), got '${value}'`,
+    );
+  }
+  return value;
+}
+
+function normalize(where: string, kind: 'bool' | 'int' | 'size' | 'string' | 'name', value: string): string {
   switch (kind) {
+    case 'name':
+      return parseName(where, value);
     case 'bool':
       return parseBool(where, value) ? '1' : '0';
     case 'int':
@@ -152,6 +177,10 @@ export function tensorrtPlan(field: string, ea: { parameters?: Record<string, st
       );
     }
     const v = normalize(where, known[1], value);
+    const range = TENSORRT_RANGES[key];
+    if (range !== undefined && (Number(v) < range[0] || Number(v) > range[1])) {
+      throw new InvalidArgError(`${where}: expected an integer from ${range[0]} to ${range[1]}, got '${value}'`);
+    }
     if (v !== '') options.push([known[0], v]);
   }
   return { name: 'tensorrt', options };

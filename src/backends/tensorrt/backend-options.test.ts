@@ -74,6 +74,44 @@ describe('tensorrt backend: options and their effect (observed through the doubl
     assert.equal(events.filter((e) => e.ev === 'graph_launch').length, 1);
   });
 
+  it('input shapes are set only when they change, never for a graph replay; answers stay right across the switches', async () => {
+    const log = logFile();
+    const m = await load(
+      addSubPlan(),
+      'name: "m"\nbackend: "tensorrt"\nmax_batch_size: 8\noptimization { cuda { graphs: true graph_spec { batch_size: 2 } } }',
+      { env: { NEREID_TRT_DOUBLE_LOG: log } },
+    );
+    const inst = await instance(m);
+    const atLoad = readEvents(log).filter((e) => e.ev === 'set_input_shape').length;
+    // rows: 3, 3, 2 (graph), 3, 1, 1
+    for (const [rows, v] of [
+      [3, 1],
+      [3, 2],
+      [2, 3],
+      [3, 4],
+      [1, 5],
+      [1, 6],
+    ] as const) {
+      const r = recorder();
+      await inst.execute([addSubRequest(rows, v)], r, never);
+      assert.deepEqual(
+        [...(output(r.final(0), 'OUTPUT0').data as Float32Array)],
+        new Array(rows * 4).fill(v + 1),
+        `rows ${rows}`,
+      );
+    }
+    const sets = readEvents(log)
+      .filter((e) => e.ev === 'set_input_shape')
+      .slice(atLoad);
+    // Two inputs each time the shapes change for a plain run: 3 (first), 3 again after the graph moved nothing, 1.
+    assert.deepEqual(
+      sets.map((e) => (e.shape as number[])[0]),
+      [3, 3, 1, 1],
+      'set for rows 3 once and rows 1 once; the graph replay and the repeats set nothing',
+    );
+    assert.equal(readEvents(log).filter((e) => e.ev === 'graph_launch').length, 1);
+  });
+
   it('optimization.cuda.busy_wait_events spins on the completion event; without it the thread sleeps in it', async () => {
     const waits = async (busy: boolean): Promise<string[]> => {
       const log = logFile();

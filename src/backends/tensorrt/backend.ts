@@ -1,4 +1,5 @@
 import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { DataType } from '../../core/datatypes.js';
 import { InvalidArgError, NotFoundError, UnsupportedError } from '../../core/errors.js';
@@ -16,7 +17,8 @@ import type {
 } from '../contract.js';
 import { processBackend, type PreparedLoad } from '../runtime/process/backend.js';
 import type { ProcessInstance } from '../runtime/process/instance.js';
-import { ENGINE_MODEL_PY, resolveEnvironment, type TensorRTEnvironment } from './environment.js';
+import { externalDataLocations } from '../onnxruntime/external-data.js';
+import { ENGINE_MODEL_PY, resolveEnvironment, tensorrtHome, type TensorRTEnvironment } from './environment.js';
 import {
   checkAgainstPlan,
   completeFromPlan,
@@ -31,6 +33,8 @@ import {
   type TensorRTBackendOptions,
   type TensorRTModelOptions,
 } from './options.js';
+import { ONNX_BUILD_PARAMETERS, onnxBuildOptions, planFromOnnx } from './onnx-plan.js';
+import { PlanCache } from './plan-cache.js';
 import { probePlan } from './probe.js';
 
 /**
@@ -61,6 +65,48 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
   const factsCache = new Map<string, { key: string; facts: PlanFacts }>();
   const environment = (o: TensorRTBackendOptions): TensorRTEnvironment =>
     resolveEnvironment(o, init.pythonPath ?? [], init.env ?? {});
+  /** The plan auto-complete found or built per ONNX file, for the load that follows (while the file is unchanged). */
+  const onnxPlans = new Map<string, { stamp: string; plan: string }>();
+
+  /** The plan to serve: the model file itself, or the plan built from (or cached for) a `.onnx` model file. */
+  async function planOf(
+    modelPath: string,
+    config: ModelConfig,
+    o: TensorRTBackendOptions,
+    logger: Logger,
+    signal: AbortSignal | undefined,
+    reuse: boolean,
+  ): Promise<string> {
+    const where = `model '${config.name ?? ''}'`;
+    if (!modelPath.endsWith('.onnx')) {
+      const unused = ONNX_BUILD_PARAMETERS.filter((k) => config.parameters?.[k] !== undefined);
+      if (unused.length > 0) {
+        logger.warn(
+          `${where}: parameter(s) ${unused.join(', ')} apply to a model.onnx built at load; ${modelPath} is a plan already`,
+        );
+      }
+      return modelPath;
+    }
+    const options = onnxBuildOptions(config, where);
+    const st = await stat(modelPath);
+    const stamp = `${st.size}:${st.mtimeMs}`;
+    const known = onnxPlans.get(modelPath);
+    if (reuse && known?.stamp === stamp) return known.plan;
+    const env = environment(o);
+    const { plan } = await planFromOnnx({
+      onnx: modelPath,
+      where,
+      options,
+      env,
+      cache: new PlanCache(o.planCacheDirectory ?? join(tensorrtHome(), 'plans')),
+      device: config.instance_group?.[0]?.gpus?.[0] ?? 0,
+      logger,
+      timeoutMs: o.startTimeoutMs,
+      signal,
+    });
+    onnxPlans.set(modelPath, { stamp, plan });
+    return plan;
+  }
 
   async function factsFor(
     plan: string,
@@ -98,7 +144,14 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
     kinds: KINDS,
     // A version-compatible plan carries a lean runtime TensorRT runs as host code; any plan may need plugin code.
     executesModelFile: true,
-    settings: { keys: KNOWN, check: backendOptions, parameters: ['execution_context_allocation_strategy'] },
+    settings: {
+      keys: KNOWN,
+      check: backendOptions,
+      parameters: ['execution_context_allocation_strategy', ...ONNX_BUILD_PARAMETERS],
+    },
+    alternateModelFilenames: ['model.onnx'],
+    // A model.onnx sent in a load request may name external data: confined to the model folder like onnxruntime's.
+    referencedFiles: (path, content) => (path.endsWith('.onnx') ? externalDataLocations(content) : undefined),
     // One process per GPU: instances restarted together after a crash all land in the same new one.
     placement: 'device',
     shmPrefix: 'nereid_trt_',
@@ -110,7 +163,8 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
       requireGpuKinds(config, name);
       const o = backendOptions(ctx.backendConfig);
       const device = config.instance_group?.[0]?.gpus?.[0] ?? 0;
-      const facts = await factsFor(ctx.modelPath, o, device, ctx.signal);
+      const plan = await planOf(ctx.modelPath, { ...config, name }, o, ctx.logger, ctx.signal, false);
+      const facts = await factsFor(plan, o, device, ctx.signal);
       const completed = ctx.autoComplete
         ? completeFromPlan(config, facts, name, (m) => ctx.logger.warn({ model: name }, m))
         : config;
@@ -128,7 +182,8 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
       for (const n of mo.notes) logger.warn(`model '${name}': ${n}`);
       const env = environment(o);
       const firstDevice = ctx.config.instance_group?.[0]?.gpus?.[0] ?? 0;
-      const facts = await factsFor(ctx.modelPath, o, firstDevice, signal);
+      const plan = await planOf(ctx.modelPath, ctx.config, o, logger, signal, true);
+      const facts = await factsFor(plan, o, firstDevice, signal);
       checkAgainstPlan(ctx.config, facts, name);
       logger.info(
         `model '${name}' version ${ctx.version}: TensorRT ${facts.trt_version} (${facts.flavor ?? 'full'} runtime) on ${facts.device_name ?? 'GPU'}, python ${env.executable} (from ${env.source}); ${facts.profiles.length} optimization profile(s)`,
@@ -153,7 +208,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
               model_path: ENGINE_MODEL_PY,
               decoupled: false,
               args: {
-                plan: ctx.modelPath,
+                plan,
                 device: String(spec.device),
                 profiles: JSON.stringify(profilesOf(spec)),
                 max_batch_size: String(ctx.config.max_batch_size),

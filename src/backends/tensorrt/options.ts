@@ -1,14 +1,16 @@
 import type { ModelConfig } from '../../config/model-config.js';
 import { InvalidArgError, UnsupportedError } from '../../core/errors.js';
+import { resolve } from 'node:path';
 import type { BackendConfig } from '../contract.js';
 import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
+import { refuseCachePaths } from './cache-params.js';
 
 /**
  * The TensorRT backend's settings, resolved once per load and frozen:
  * - `--backend-config=tensorrt,<key>=<value>`: Triton's `coalesce-request-input`, `plugins` (`;`-separated
  *   libraries loaded before any engine), `version-compatible`, `execution-policy` (DEVICE_BLOCKING, Triton's
  *   default, or BLOCKING); Nereid's own `python-executable`, `start-timeout-seconds`, `shm-default-byte-size`,
- *   `shm-growth-byte-size` (the engine runs in a Python process).
+ *   `shm-growth-byte-size` (the engine runs in a Python process), `plan-cache-directory` (plans built from ONNX).
  * - the model config knobs Triton's tensorrt backend reads: parameter `execution_context_allocation_strategy`
  *   (STATIC, ON_PROFILE_CHANGE), `optimization { cuda { graphs, graph_spec, busy_wait_events, output_copy_stream } }`,
  *   `optimization.gather_kernel_buffer_threshold`, `optimization.eager_batching`.
@@ -27,6 +29,8 @@ export interface TensorRTBackendOptions {
   startTimeoutMs: number;
   shmDefaultByteSize: number;
   shmGrowthByteSize: number;
+  /** Where plans built from ONNX models are kept (undefined: the default, `<NEREID_TENSORRT_HOME>/plans`). */
+  planCacheDirectory: string | undefined;
 }
 
 export interface TensorRTModelOptions {
@@ -63,6 +67,7 @@ export const KNOWN = [
   'start-timeout-seconds',
   'shm-default-byte-size',
   'shm-growth-byte-size',
+  'plan-cache-directory',
 ];
 
 /** Triton's ParseBoolValue: true/on/1 and false/off/0, any case. */
@@ -82,7 +87,12 @@ function intAtLeast(key: string, raw: string, min: number): number {
 }
 
 export function backendOptions(cfg: BackendConfig): TensorRTBackendOptions {
-  const o: TensorRTBackendOptions = { ...BACKEND_DEFAULTS, plugins: [], pythonExecutable: undefined };
+  const o: TensorRTBackendOptions = {
+    ...BACKEND_DEFAULTS,
+    plugins: [],
+    pythonExecutable: undefined,
+    planCacheDirectory: undefined,
+  };
   for (const [key, raw] of Object.entries(cfg)) {
     switch (key) {
       case 'coalesce-request-input':
@@ -131,6 +141,10 @@ export function backendOptions(cfg: BackendConfig): TensorRTBackendOptions {
       case 'shm-growth-byte-size':
         o.shmGrowthByteSize = intAtLeast(key, raw, 4096);
         break;
+      case 'plan-cache-directory':
+        if (raw.trim() === '') throw new InvalidArgError(`--backend-config=tensorrt,${key}: names no folder`);
+        o.planCacheDirectory = resolve(raw);
+        break;
       default:
         if (!IGNORED.has(key)) {
           throw new InvalidArgError(
@@ -148,6 +162,7 @@ export function modelOptions(config: ModelConfig): TensorRTModelOptions {
   const name = config.name ?? '';
   const where = `model '${name}'`;
   const notes: string[] = [];
+  refuseCachePaths(config, where);
   const rawStrategy = config.parameters?.execution_context_allocation_strategy?.string_value;
   let allocation: AllocationStrategy = 'STATIC';
   if (rawStrategy !== undefined) {

@@ -1,7 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { CancelledError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type { InferResponse } from '../../core/inference.js';
+import type { InferResponse, RequestTrace } from '../../core/inference.js';
 import type { InferenceServerApi } from '../../server/api.js';
 import { withForwardedMetadata } from './forward.js';
 import { decodeModelInferRequest } from './infer-request.js';
@@ -10,6 +10,7 @@ import type { ModelInferRequestMsg, ModelInferResponseMsg, ModelStreamInferRespo
 import { callStatus, errorMessage, toStatus } from './status.js';
 import { rejectMalformed } from './malformed.js';
 import { StreamBudget, type StreamLimits } from '../kserve/stream-budget.js';
+import { header, requestTrace } from '../kserve/trace-context.js';
 
 type AnyCall = grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>;
 
@@ -64,16 +65,23 @@ function heldBytes(msg: ModelInferResponseMsg): number {
   return n;
 }
 
+/** The client's W3C trace context rides in the call's metadata (`traceparent`, `tracestate`). */
+function metadataTrace(recvStart: bigint, metadata: grpc.Metadata): RequestTrace {
+  return requestTrace('GRPC', recvStart, header(metadata.get('traceparent')[0]), header(metadata.get('tracestate')[0]));
+}
+
 /** Decode, run, encode. The model is looked up first so an unknown model wins over a malformed body, as in Triton. */
 async function inferOnce(
   api: InferenceServerApi,
   msg: ModelInferRequestMsg,
   signal: AbortSignal,
   limits: InferLimits,
+  trace: { recvStart: bigint; metadata: grpc.Metadata },
 ): Promise<ModelInferResponseMsg> {
   rejectMalformed(msg);
   const resolved = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version);
   const request = decodeModelInferRequest(msg);
+  request.trace = metadataTrace(trace.recvStart, trace.metadata);
   return encodeModelInferResponse(await api.infer(request, { signal, resolved }), limits.maxResponseBytes);
 }
 
@@ -84,9 +92,10 @@ export function modelInfer(
   limits: InferLimits,
 ): grpc.handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
+    const recvStart = process.hrtime.bigint();
     const { signal, dispose } = callSignal(call);
     const msg = withForwardedMetadata(call.request as ModelInferRequestMsg, call.metadata, limits.headerForward);
-    inferOnce(api, msg, signal, limits).then(
+    inferOnce(api, msg, signal, limits, { recvStart, metadata: call.metadata }).then(
       (resp) => {
         dispose();
         callback(null, resp);
@@ -138,6 +147,10 @@ export function modelStreamInfer(
  */
 class InferStream {
   readonly signal: AbortSignal;
+  /** The stream's metadata: its W3C trace context applies to each of its requests. */
+  get metadata(): grpc.Metadata {
+    return this.#call.metadata;
+  }
   readonly budget: StreamBudget;
   readonly #api: InferenceServerApi;
   readonly #logger: Logger;
@@ -241,7 +254,8 @@ class InferStream {
     // Backpressure: stop reading requests while the client has this many responses not yet taken.
     this.#pending++;
     if (this.#full()) this.#call.pause();
-    const running = inferOnce(this.#api, msg, this.signal, this.#limits).then(
+    const trace = { recvStart: process.hrtime.bigint(), metadata: this.#call.metadata };
+    const running = inferOnce(this.#api, msg, this.signal, this.#limits, trace).then(
       (infer_response): ModelStreamInferResponseMsg => ({ error_message: '', infer_response }),
       (err: unknown) => ({ err }),
     );
@@ -286,7 +300,7 @@ class InferStream {
 async function streamDecoupled(
   api: InferenceServerApi,
   msg: ModelInferRequestMsg,
-  stream: Pick<InferStream, 'signal' | 'budget' | 'queue' | 'write' | 'report'>,
+  stream: Pick<InferStream, 'signal' | 'budget' | 'queue' | 'write' | 'report' | 'metadata'>,
 ): Promise<void> {
   const flagFinal = msg.parameters?.triton_enable_empty_final_response?.bool_param === true;
   const emit = (resp: InferResponse, final: boolean): Promise<void> | undefined => {
@@ -300,6 +314,7 @@ async function streamDecoupled(
   };
   try {
     const request = decodeModelInferRequest(msg);
+    request.trace = metadataTrace(process.hrtime.bigint(), stream.metadata);
     const last = await api.infer(request, { signal: stream.signal, onResponse: (r) => emit(r, false) });
     if (flagFinal) void emit(last, true);
   } catch (err) {

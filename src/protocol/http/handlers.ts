@@ -1,5 +1,6 @@
 import { finished } from 'node:stream';
 import { forwardedHeaders } from '../kserve/header-forward.js';
+import { header, requestTrace } from '../kserve/trace-context.js';
 import { modelConfigToJson } from '../../config/index.js';
 import { readBody } from './body.js';
 import { generate } from './generate.js';
@@ -36,6 +37,7 @@ const modelConfig = async ({ req, res, api, model, version }: RouteContext): Pro
  */
 const modelInfer = async (ctx: RouteContext): Promise<void> => {
   const { req, res, api, model, version, maxInputSize } = ctx;
+  const recvStart = process.hrtime.bigint();
   const coding = requestCoding(req.headers['content-encoding']);
   const headerValue = req.headers['inference-header-content-length'];
   let body = await readBody(req, maxInputSize, bodyKind(coding !== undefined, headerValue));
@@ -53,6 +55,12 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
     decoded.request.parameters = { ...forwarded, ...decoded.request.parameters };
   }
 
+  decoded.request.trace = requestTrace(
+    'HTTP',
+    recvStart,
+    header(req.headers.traceparent),
+    header(req.headers.tracestate),
+  );
   // Aborted when the client goes away: queued work is dropped, running work is discarded.
   // Views: the outputs may stay in an engine's memory until written; `finished` gives it back once the response
   // is flushed to the socket, failed or cut (also when that already happened).

@@ -1,7 +1,7 @@
 import type { EngineRequest } from '../../backends/contract.js';
 import { CancelledError, NereidError } from '../../core/errors.js';
 import { Drain } from '../drain.js';
-import type { Parameters } from '../../core/inference.js';
+import type { Parameters, RequestTrace } from '../../core/inference.js';
 import type { Tensor } from '../../core/tensor.js';
 import type { ScheduledResult, Scheduler, ScheduleOptions } from '../scheduler.js';
 import { copyData } from '../sequence/tensors.js';
@@ -29,6 +29,8 @@ export interface StepRequest {
   /** The ensemble request's sequence, forwarded to every step (Triton). */
   readonly correlationId?: bigint | string;
   readonly sequence?: { start: boolean; end: boolean };
+  /** The traced ensemble's context: each step's spans are children of the ensemble's model span. */
+  readonly trace?: RequestTrace;
 }
 
 /** Runs one step through the server; resolves with the requested outputs in order. */
@@ -120,6 +122,7 @@ class EnsembleRun {
       parameters: r.parameters,
       correlationId: r.correlationId,
       sequence: this.#opts.sequence,
+      trace: r.trace,
     };
     // Steps take the client's own signal: a cancelled client cancels its steps where they are, with no
     // per-request controller or listeners (an HTTP connection's signal is shared by all its requests).

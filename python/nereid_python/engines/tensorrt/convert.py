@@ -1,7 +1,8 @@
 """``python -m nereid_python.engines.tensorrt.convert --spec JSON``: ONNX -> TensorRT plan, the seed's builder-API
 recipe with trtexec's common options. ``nereid convert`` (src/cli/convert.ts) parses the command line and passes
 the spec: ``{"onnx", "output", "shapes": {input: {"min", "opt", "max"}}, "precision": "fp32"|"fp16"|"bf16",
-"int8": bool, "calibration_cache", "workspace_mib", "version_compatible", "timing_cache", "device"}``.
+"int8": bool, "calibration_cache", "workspace_mib", "version_compatible", "timing_cache", "device", "batch": {"opt", "max"}, "shapes_from"}`` (the last two from the tensorrt backend's
+ONNX loads: the batch range of inputs given no shapes, and what to name where shapes are missing).
 
 Progress and TensorRT's warnings go to stderr as lines; the last stdout line is the JSON answer:
 ``{"plan": path, "bytes": n, "trt_version": v, ...}`` or ``{"error": {"c": code, "m": message}}``.
@@ -87,6 +88,15 @@ def _apply_io_formats(trt, network, inputs, formats: dict) -> None:
                     ) from None
                 _say(f"{side[:-1]} '{t.name}': {f['dtype']}")
             t.allowed_formats = 1 << int(trt.TensorFormat.LINEAR)
+
+
+def _batch_only(dims: list[int], batch: dict | None) -> dict | None:
+    """The tensorrt backend's ONNX loads (``"batch": {"opt", "max"}``): an input whose only dynamic dim is the first
+    gets the profile 1..max (opt) in it, the model config's max_batch_size."""
+    if not batch or not dims or dims[0] >= 0 or any(d < 0 for d in dims[1:]):
+        return None
+    rest = dims[1:]
+    return {"min": [1, *rest], "opt": [int(batch["opt"]), *rest], "max": [int(batch["max"]), *rest]}
 
 
 def run(spec: dict) -> dict:
@@ -193,12 +203,12 @@ def run(spec: dict) -> dict:
     needs_profile = False
     for t in inputs:
         dims = [int(d) for d in t.shape]
-        s = shapes.get(t.name)
+        s = shapes.get(t.name) or _batch_only(dims, spec.get("batch"))
         if s is None:
             if any(d < 0 for d in dims):
                 shown = "[" + ",".join(map(str, dims)) + "]"
                 example = "x".join(str(d) if d >= 0 else "N" for d in dims)
-                raise ConvertError(f"input '{t.name}' has dynamic dims {shown}: give --minShapes/--optShapes/--maxShapes for it ({t.name}:{example} with N filled in)")
+                raise ConvertError(f"input '{t.name}' has dynamic dims {shown}: give {spec.get('shapes_from') or '--minShapes/--optShapes/--maxShapes'} for it ({t.name}:{example} with N filled in)")
             continue
         lo, opt, hi = s["min"], s["opt"], s["max"]
         for name, shape in (("min", lo), ("opt", opt), ("max", hi)):

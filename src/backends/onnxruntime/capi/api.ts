@@ -99,6 +99,7 @@ const TABLE = {
   SessionOptionsAppendExecutionProvider_TensorRT_V2: [170, P, [P, P]],
   CreateTensorRTProviderOptions: [171, P, [OUT]],
   UpdateTensorRTProviderOptions: [172, P, [P, 'const char**', 'const char**', 'size_t']],
+  GetTensorRTProviderOptionsAsString: [173, P, [P, P, OUT]],
   ReleaseTensorRTProviderOptions: [174, 'void', [P]],
   SessionOptionsAppendExecutionProvider_CUDA_V2: [204, P, [P, P]],
   CreateCUDAProviderOptions: [205, P, [OUT]],

@@ -17,6 +17,8 @@ export interface SessionOptionsInput {
   logId: string;
   /** Test hook: onnxruntime writes the optimized graph here (observes the graph level). */
   optimizedModelPath?: string;
+  /** Told each GPU provider's options as onnxruntime holds them once appended (the engine logs them). */
+  onProviderOptions?: (provider: ProviderPlan['name'], text: string) => void;
 }
 
 /**
@@ -64,7 +66,10 @@ export function createSessionOptions(input: SessionOptionsInput): Ptr {
       check(api.AddSessionConfigEntry(so, k, v));
     }
     if (input.optimizedModelPath !== undefined) check(api.SetOptimizedModelFilePath(so, input.optimizedModelPath));
-    for (const p of input.providers) appendProvider(so, p, `instance ${input.logId}`);
+    for (const p of input.providers) {
+      const text = appendProvider(so, p, `instance ${input.logId}`);
+      if (text !== undefined) input.onProviderOptions?.(p.name, text);
+    }
   } catch (err) {
     api.ReleaseSessionOptions(so);
     throw err;
