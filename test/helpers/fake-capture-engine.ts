@@ -10,8 +10,8 @@ export const CAPTURE_FAILURE =
 
 /**
  * TEST DOUBLE of one GPU on which onnxruntime captures CUDA graphs in CUDA's global mode (this machine has no GPU;
- * the real collision is checked on the H200 with the GPU benchmark's model set). A capture lasts until another
- * load reached its synchronous CUDA call (or `holdMs`); a synchronous call while any capture is on fails with
+ * the real collision is checked on the H200 with the GPU benchmark's model set). A capture lasts until a load or
+ * run makes a synchronous CUDA call (or `holdMs`); a synchronous call while any capture is on fails with
  * error 900, as libcudart does. `outsideCaptures` makes that many syncs fail as if a capture the server cannot see
  * were on (another process's library, say).
  */
@@ -24,9 +24,9 @@ export class FakeCaptureGpu {
   outsideCaptures = 0;
   readonly holdMs: number;
   #captureBegun!: () => void;
-  #syncReached!: () => void;
   readonly captureBegun = new Promise<void>((r) => (this.#captureBegun = r));
-  readonly syncReached = new Promise<void>((r) => (this.#syncReached = r));
+  /** Resolves the captures waiting for the next synchronous call. */
+  #syncReached: Array<() => void> = [];
 
   constructor(holdMs = 300) {
     this.holdMs = holdMs;
@@ -36,12 +36,12 @@ export class FakeCaptureGpu {
     this.capturing++;
     this.events.push(`capture:${model}`);
     this.#captureBegun();
-    await Promise.race([this.syncReached, sleep(this.holdMs)]);
+    await Promise.race([new Promise<void>((r) => this.#syncReached.push(r)), sleep(this.holdMs)]);
     this.capturing--;
   }
 
   sync(model: string, what = 'sync'): void {
-    this.#syncReached();
+    for (const r of this.#syncReached.splice(0)) r();
     this.events.push(`${what}:${model}`);
     if (this.capturing > 0 || this.outsideCaptures > 0) {
       if (this.outsideCaptures > 0) this.outsideCaptures--;

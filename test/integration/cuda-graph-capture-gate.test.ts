@@ -92,4 +92,32 @@ describe('CUDA graph captures at load and other KIND_GPU loads on one GPU (TEST 
       await server.close();
     }
   });
+
+  it('a run of another KIND_GPU model waits while a model loaded later captures, then runs', async () => {
+    const gpu = new FakeCaptureGpu();
+    const root = repository({ graphs: GPU + GRAPHS, plain: GPU });
+    dirs.push(root);
+    const server = await InferenceServer.create({
+      repositories: [root],
+      backends: [onnxruntimeBackend({ engines: fakeCaptureEngines(gpu) })],
+      gpus: [0],
+      modelControlMode: 'explicit',
+      loadModels: ['plain'],
+    });
+    try {
+      const loading = server.loadModel('graphs');
+      await gpu.captureBegun;
+      const res = await server.infer(request('plain'));
+      await loading;
+      assert.deepEqual([...(res.outputs[0].data as Int32Array)], Array(16).fill(7));
+      assert.deepEqual(gpu.collisions, [], 'the run made no CUDA call during the capture');
+      assert.deepEqual(
+        gpu.events.filter((e) => e !== 'sync:plain'),
+        ['capture:graphs', 'run:plain'],
+        'the run came after the capture',
+      );
+    } finally {
+      await server.close();
+    }
+  });
 });
