@@ -19,6 +19,11 @@ import type { InferenceServerOptions } from './server/server.js';
 export interface ServeOptions extends Omit<InferenceServerOptions, 'backends'> {
   /** `--http-port`; 0 picks a free port (default 8000). */
   httpPort?: number;
+  /**
+   * `--pinned-memory-pool-byte-size`: page-locked output memory per GPU of onnxruntime's KIND_GPU instances
+   * (default 256 MiB, Triton's; 0: none). backends/onnxruntime/capi/output-pool.ts.
+   */
+  pinnedMemoryPoolByteSize?: number;
   /** `--http-address` (default 0.0.0.0). */
   httpAddress?: string;
   /** `--http-max-input-size`: largest request body after decompression, in bytes. */

@@ -1,4 +1,6 @@
-import { defaultBackends } from './backends/index.js';
+import { defaultBackends, type Backend } from './backends/index.js';
+import type { OnnxruntimeBackend } from './backends/onnxruntime/backend.js';
+import type { PinnedPoolSource } from './metrics/pinned-metrics.js';
 import { CustomMetrics } from './core/custom-metrics.js';
 import { startFrontEnds, type RunningFrontEnds } from './frontend/pool.js';
 import {
@@ -56,7 +58,11 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
   const { logger, threads } = o;
   // Metrics models define at run time (python pb_utils.MetricFamily): written by the backends, exported on /metrics.
   const customMetrics = new CustomMetrics();
-  const backends = defaultBackends({ customMetrics, modelRepositoryRestriction: o.modelRepositoryRestriction });
+  const backends = defaultBackends({
+    customMetrics,
+    modelRepositoryRestriction: o.modelRepositoryRestriction,
+    pinnedMemoryPoolBytes: opts.pinnedMemoryPoolByteSize,
+  });
   // Backends without a close() are skipped; the async wrapper gives Promise.all a promise for each.
   const closeBackends = (): Promise<unknown> => Promise.all(backends.map(async (b) => b.close?.()));
   const server = await InferenceServer.create({ ...o.server, backends });
@@ -71,7 +77,7 @@ export async function serve(opts: ServeOptions): Promise<RunningNereid> {
     }
     if (o.metrics !== undefined) {
       metrics = await startMetricsServer(
-        { ...metricsSourceFrom(server), custom: customMetrics },
+        { ...metricsSourceFrom(server), custom: customMetrics, pinnedPool: pinnedPoolOf(backends) },
         { ...o.metrics, logger },
       );
       server.setObserver(metrics.observer);
@@ -164,4 +170,10 @@ function urlHost(address: string): string {
   if (address === '0.0.0.0') return '127.0.0.1';
   if (address === '::') return '[::1]';
   return address.includes(':') ? `[${address}]` : address;
+}
+
+/** The onnxruntime backend's page-locked output pools, for the metrics. */
+function pinnedPoolOf(backends: readonly Backend[]): PinnedPoolSource | undefined {
+  const ort = backends.find((b): b is OnnxruntimeBackend => 'pinnedPoolStats' in b);
+  return ort && (() => ort.pinnedPoolStats());
 }

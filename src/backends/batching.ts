@@ -21,7 +21,10 @@ function adjacent(parts: readonly FixedTypedArray[]): boolean {
   return true;
 }
 
-function joinData(parts: readonly TensorData[]): TensorData {
+/** Memory for a joined input of `bytes` (page-locked staging on a GPU), or undefined for fresh memory. */
+export type JoinMemory = (bytes: number) => { buffer: ArrayBuffer; byteOffset: number } | undefined;
+
+function joinData(parts: readonly TensorData[], memory?: JoinMemory): TensorData {
   if (Array.isArray(parts[0])) return (parts as BytesData[]).flat();
   const fixed = parts as FixedTypedArray[];
   const total = fixed.reduce((n, p) => n + p.length, 0);
@@ -30,7 +33,8 @@ function joinData(parts: readonly TensorData[]): TensorData {
     new (b: ArrayBufferLike, off: number, len: number): FixedTypedArray;
   };
   if (adjacent(fixed)) return new Ctor(fixed[0].buffer, fixed[0].byteOffset, total);
-  const out = new Ctor(total);
+  const at0 = memory?.(total * fixed[0].BYTES_PER_ELEMENT);
+  const out = at0 === undefined ? new Ctor(total) : new Ctor(at0.buffer, at0.byteOffset, total);
   let at = 0;
   for (const p of fixed) {
     // Same constructor on both sides, so set() is a memcpy (bigint arrays included).
@@ -44,9 +48,14 @@ function joinData(parts: readonly TensorData[]): TensorData {
  * One tensor per input for the whole batch, in the first request's input order. A batch of one is passed
  * through; views that already lie back to back in one buffer (the worker transport packs them so) are joined
  * without a copy; otherwise each input is copied once. Inputs in `ragged` are joined flat (all elements back
- * to back, Triton's ragged batching); the others get shape [rows, ...dims].
+ * to back, Triton's ragged batching); the others get shape [rows, ...dims]. `memory` places the copies (a GPU
+ * instance's page-locked staging: the host-to-device copy is then one DMA).
  */
-export function joinInputs(requests: readonly EngineRequest[], ragged: ReadonlySet<string> = new Set()): Tensor[] {
+export function joinInputs(
+  requests: readonly EngineRequest[],
+  ragged: ReadonlySet<string> = new Set(),
+  memory?: JoinMemory,
+): Tensor[] {
   if (requests.length === 1) return [...requests[0].inputs];
   return requests[0].inputs.map((proto, k): Tensor => {
     const parts = requests.map((r) => {
@@ -54,7 +63,10 @@ export function joinInputs(requests: readonly EngineRequest[], ragged: ReadonlyS
       if (t === undefined) throw new InternalError(`request of a batch lacks input '${proto.name}'`);
       return t;
     });
-    const data = joinData(parts.map((p) => p.data));
+    const data = joinData(
+      parts.map((p) => p.data),
+      memory,
+    );
     const rows = requests.reduce((n, r) => n + r.batchSize, 0);
     const shape = ragged.has(proto.name) ? [data.length] : [rows, ...proto.shape.slice(1)];
     return { name: proto.name, datatype: proto.datatype, shape, data };

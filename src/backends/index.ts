@@ -12,10 +12,10 @@ export { InstancePool, type PoolHealth } from './runtime/pool.js';
 
 /** The backends a server offers, by name. New backends register here. */
 export function defaultBackends(
-  opts: { customMetrics?: CustomMetrics; modelRepositoryRestriction?: string } = {},
+  opts: { customMetrics?: CustomMetrics; modelRepositoryRestriction?: string; pinnedMemoryPoolBytes?: number } = {},
 ): Backend[] {
   return [
-    onnxruntimeBackend(),
+    onnxruntimeBackend({ pinnedMemoryPoolBytes: opts.pinnedMemoryPoolBytes }),
     identityBackend(),
     pythonBackend({ customMetrics: opts.customMetrics, modelRepositoryRestriction: opts.modelRepositoryRestriction }),
     tensorrtBackend(),

@@ -73,6 +73,7 @@ async function serveOptionsFrom(v: FlagValues, repositories: string[]): Promise<
     loadModels: v['load-model'],
     repositoryPollSecs: v['repository-poll-secs'],
     modelLoadThreadCount: v['model-load-thread-count'],
+    pinnedMemoryPoolByteSize: v['pinned-memory-pool-byte-size'],
     modelConfigName: v['model-config-name'],
     modelLoadRetryCount: v['model-load-retry-count'],
     allowCodeInLoadRequests: v['allow-code-in-load-requests'],

@@ -33,8 +33,10 @@ export const TRITON_FLAGS = {
   },
   'pinned-memory-pool-byte-size': {
     kind: 'int',
-    help: 'Triton: the pinned host memory pool.',
-    noEffect: 'Nereid keeps no pinned-memory pool; each engine allocates its own staging memory',
+    help:
+      'Page-locked host memory per GPU for the outputs of onnxruntime KIND_GPU instances, reused across requests ' +
+      '(0: none; a request waits when it is all lent).',
+    default: 268435456,
   },
   'cuda-memory-pool-byte-size': {
     form: { pattern: /^\d+:\d+$/, shape: '<gpu>:<bytes>' },

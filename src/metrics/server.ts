@@ -13,6 +13,7 @@ import { registerModelMetrics } from './model-metrics.js';
 import type { InferenceObserver } from './observer.js';
 import type { MetricsSource } from './source.js';
 import { startSystemMetrics } from './system-metrics.js';
+import { registerPinnedMetrics } from './pinned-metrics.js';
 
 /** Triton's `--metrics-interval-ms` default. */
 export const DEFAULT_METRICS_INTERVAL_MS = 2000;
@@ -68,6 +69,7 @@ export async function startMetricsServer(
   const labels = new ModelLabels(logger);
   registerModelMetrics(registry, source, config, labels);
   const observer = registerLatencyMetrics(registry, source, config, labels);
+  if (source.pinnedPool !== undefined) registerPinnedMetrics(registry, source.pinnedPool);
   registerTraceDrops(registry, source);
   const system = (opts.allowCpuMetrics ?? true) ? await startSystemMetrics(registry, intervalMs, logger) : undefined;
   const gpu =

@@ -1,4 +1,5 @@
 import type { CustomFamiliesSource } from './custom-metrics.js';
+import type { PinnedPoolSource } from './pinned-metrics.js';
 import type { ModelStats } from '../core/stats.js';
 import type { Model } from '../repository/model.js';
 
@@ -27,6 +28,8 @@ export interface MetricsSource {
   models(): Iterable<ModelSeries>;
   /** Families models define at run time (python `pb_utils.MetricFamily`), exported as they are. */
   custom?: CustomFamiliesSource;
+  /** The page-locked output pools' totals (`nv_pinned_memory_pool_*`); absent: those metrics are not exported. */
+  pinnedPool?: PinnedPoolSource;
   /** OpenTelemetry spans dropped so far (server/trace-otel.ts). */
   droppedTraceSpans?(): number;
 }

@@ -198,7 +198,6 @@ describe("Triton's tritonserver flags", () => {
     const noEffect = [...logs.matchAll(/--([a-z0-9-]+) has no effect in Nereid: /g)].map((m) => m[1]);
     const want = [
       'host-policy',
-      'pinned-memory-pool-byte-size',
       'cuda-memory-pool-byte-size',
       'backend-directory',
       'repoagent-directory',

@@ -1,38 +1,27 @@
 import { readFile } from 'node:fs/promises';
-import { CancelledError, NereidError, UnavailableError } from '../../core/errors.js';
-import type { DeviceMemory } from '../../core/device.js';
-import type { Tensor } from '../../core/tensor.js';
+import { CancelledError, UnavailableError } from '../../core/errors.js';
 import { noopLogger, type Logger } from '../../core/logger.js';
-import type {
-  EngineAdapter,
-  EngineInstance,
-  EngineLoadContext,
-  EngineModel,
-  EngineRequest,
-  ExecuteTimings,
-  InstanceSpec,
-  ModelSignature,
-  Responder,
-  TensorSignature,
-} from '../contract.js';
-import { batchOutputNames, joinInputs, splitOutputs } from '../batching.js';
+import type { EngineAdapter, EngineLoadContext, EngineModel, InstanceSpec } from '../contract.js';
 import { overridableSignatures } from './initializers.js';
 import { check, ortApi, type Out, type Ptr } from './capi/api.js';
-import { acquireEnv, type EnvLease } from './capi/env.js';
-import { CudaTensors, describePlacement, runsOnClientMemory } from './capi/device-tensors.js';
+import { acquireEnv } from './capi/env.js';
+import { CudaTensors, runsOnClientMemory } from './capi/device-tensors.js';
 import type { CudaGraphs } from './capi/cuda-graphs.js';
 import { cudaGraphsFor, ignoreOtherCaptures, planGraphs, warmUpGraphs, type GraphPlan } from './instance-graphs.js';
-import { arenaStats } from './capi/arena-stats.js';
-import { parseGraphSpecs, type GraphSpec } from '../../config/graph-spec.js';
+import { parseGraphSpecs } from '../../config/graph-spec.js';
 import { OrtRunner } from './capi/run.js';
 import { PrefaultedBuffers } from './capi/prefaulted.js';
-import { createError, isStickyError } from './errors.js';
+import type { OutputPool } from './capi/output-pool.js';
+import { createError } from './errors.js';
 import { autoCompleteOnnx, resolveModelFile } from './signature.js';
 import { createSessionOptions } from './capi/session-options.js';
 import { OrtSession } from './capi/session.js';
 import { runThreads } from './capi/threadpool.js';
-import { planSession, providersFor, usesCudaGraphs, type SessionPlan } from './options-capi.js';
+import { planSession, providersFor, usesCudaGraphs } from './options-capi.js';
 import { createTensorrtFolders, withTensorrtPaths } from './provider-paths.js';
+import { CapiInstance, live, type ModelState } from './instance.js';
+
+export type { CapiInstance } from './instance.js';
 
 /**
  * The onnxruntime engine over onnxruntime's C API (koffi), for the in-process transport: everything runs on the
@@ -53,176 +42,6 @@ export function ortLogSeverity(level: string): number {
   return level === 'trace' ? 0 : level === 'debug' ? 1 : 4;
 }
 
-/** Model instances live in this process now (all models), against libuv's pool (capi/threadpool.ts). */
-let liveInstances = 0;
-
-interface ModelState {
-  name: string;
-  plan: SessionPlan;
-  modelFile: string;
-  lease: EnvLease;
-  logSeverity: number;
-  /** max_batch_size > 0: requests of a batch run as one. */
-  batching: boolean;
-  ragged: ReadonlySet<string>;
-  logger: Logger;
-  /** Test hook: each instance's session writes its optimized graph to `<prefix><instance>.onnx`. */
-  optimizedModelPrefix?: string;
-  /** Declared inputs that are overridable initializers (fed by name when a request sends them). */
-  overridable: readonly TensorSignature[];
-  /** Runs block the calling thread (engine-thread transport only). */
-  blockingRuns: boolean;
-  /** `optimization.cuda.graph_spec`: CUDA graphs captured at load (sessions with enable_cuda_graph). */
-  graphSpecs: readonly GraphSpec[];
-  /** The TensorRT provider's cache folders, resolved (provider-paths.ts); made before a TensorRT session. */
-  trtFolders: readonly string[];
-}
-
-/** One instance: one OrtSession and its runner. Threading: main thread; one execute at a time (host's rule). */
-export class CapiInstance implements EngineInstance {
-  readonly name: string;
-  /** Settles (never rejects) when the instance hit a sticky error: the transport marks the model UNAVAILABLE. */
-  readonly died: Promise<Error>;
-  /** KIND_GPU: the CUDA device whose memory (client CUDA shared memory) runs read and write in place. */
-  readonly deviceMemory: DeviceMemory | undefined;
-  readonly #state: ModelState;
-  readonly #session: OrtSession;
-  readonly #runner: OrtRunner;
-  readonly #cuda: CudaTensors | undefined;
-  #current: Promise<unknown> | undefined;
-  #failure: Error | undefined;
-  #die!: (err: Error) => void;
-  #destroying: Promise<void> | undefined;
-
-  constructor(name: string, state: ModelState, session: OrtSession, runner: OrtRunner, cuda?: CudaTensors) {
-    this.name = name;
-    this.#state = state;
-    this.#session = session;
-    this.#runner = runner;
-    this.#cuda = cuda;
-    this.deviceMemory = cuda?.memory;
-    this.died = new Promise((resolve) => (this.#die = resolve));
-  }
-
-  /** The session's signature (names, datatypes, dims as onnxruntime reports them). */
-  signature(): ModelSignature {
-    return this.#session.signature();
-  }
-
-  /** Test hook: the session's CPU arena statistics (onnxruntime's AllocatorGetStats keys). */
-  cpuArenaStats(): Record<string, number> {
-    return arenaStats(this.#session.ptr, this.#state.lease.cpuMemoryInfo);
-  }
-
-  /** Test hook: the session's CUDA arena statistics on `device` (GPU script). */
-  gpuArenaStats(device: number): Record<string, number> {
-    const api = ortApi();
-    const out: Out = [null];
-    // OrtArenaAllocator (1), OrtMemTypeDefault (0): the CUDA provider's device arena.
-    check(api.CreateMemoryInfo('Cuda', 1, device, 0, out));
-    try {
-      return arenaStats(this.#session.ptr, out[0] as Ptr);
-    } finally {
-      api.ReleaseMemoryInfo(out[0]);
-    }
-  }
-
-  async execute(
-    requests: readonly EngineRequest[],
-    responder: Responder,
-    signal: AbortSignal,
-  ): Promise<ExecuteTimings> {
-    if (this.#failure !== undefined) throw this.#failure;
-    if (this.#destroying !== undefined) throw new UnavailableError(`instance ${this.name} is being destroyed`);
-    if (signal.aborted) throw new CancelledError('request was cancelled before execution');
-    const onAbort = (): void => this.#runner.terminate();
-    signal.addEventListener('abort', onAbort, { once: true });
-    const work = this.#execute(requests, responder);
-    this.#current = work;
-    try {
-      return await work;
-    } catch (err) {
-      if (isStickyError(err)) this.#fail(err as Error);
-      throw err;
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-      this.#current = undefined;
-    }
-  }
-
-  async #execute(requests: readonly EngineRequest[], responder: Responder): Promise<ExecuteTimings> {
-    // Device tensors are not joined (no device-side gather): such a batch runs request by request (the dynamic
-    // batcher never forms one; this keeps another scheduler correct).
-    const together = requests.length === 1 || (this.#state.batching && !requests.some((r) => r.device !== undefined));
-    if (together) {
-      const inputs = joinInputs(requests, this.#state.ragged);
-      const device = requests.length === 1 ? requests[0].device : undefined;
-      const { outputs, timings } = await this.#runner.run(inputs, batchOutputNames(requests), device?.outputs);
-      if (device !== undefined) this.#logPlacement(inputs, outputs);
-      const t = process.hrtime.bigint();
-      splitOutputs(requests, outputs).forEach((r, i) => responder.send(i, r, { final: true }));
-      timings.computeOutputNs += Number(process.hrtime.bigint() - t);
-      return timings;
-    }
-    // A model without a batch dimension runs its requests one by one; each gets its own answer or error.
-    const sum: ExecuteTimings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
-    for (let i = 0; i < requests.length; i++) {
-      try {
-        const { device } = requests[i];
-        const { outputs, timings } = await this.#runner.run(requests[i].inputs, requests[i].outputs, device?.outputs);
-        if (device !== undefined) this.#logPlacement(requests[i].inputs, outputs);
-        responder.send(
-          i,
-          { outputs: requests[i].outputs.map((n) => outputs.find((o) => o.name === n)!) },
-          { final: true },
-        );
-        sum.computeInputNs += timings.computeInputNs;
-        sum.computeInferNs += timings.computeInferNs;
-        sum.computeOutputNs += timings.computeOutputNs;
-      } catch (err) {
-        if (isStickyError(err) || err instanceof CancelledError) throw err;
-        responder.send(i, NereidError.from(err), { final: true });
-      }
-    }
-    return sum;
-  }
-
-  /** Verbose: where a run with client device memory read and wrote (the device script checks it on a GPU). */
-  #logPlacement(inputs: readonly Tensor[], outputs: readonly Tensor[]): void {
-    this.#state.logger.debug({ instance: this.name }, `onnxruntime run: ${describePlacement(inputs, outputs)}`);
-  }
-
-  #fail(err: Error): void {
-    if (this.#failure !== undefined) return;
-    this.#failure = new UnavailableError(`instance ${this.name} failed and cannot run again: ${err.message}`, {
-      cause: err,
-    });
-    this.#state.logger.error({ err, instance: this.name }, 'onnxruntime instance failed');
-    this.#die(this.#failure);
-  }
-
-  /**
-   * Releases the run options and the session. The host calls it after the last execute settled; if a run is
-   * still in flight anyway (an unload racing a run), it is terminated and awaited first: releasing a session
-   * under a running Run would free memory onnxruntime is using.
-   */
-  destroy(): Promise<void> {
-    this.#destroying ??= this.#destroy();
-    return this.#destroying;
-  }
-
-  async #destroy(): Promise<void> {
-    if (this.#current !== undefined) {
-      this.#runner.terminate();
-      await this.#current.catch(() => undefined);
-    }
-    this.#runner.release();
-    this.#cuda?.release();
-    await this.#session.release();
-    liveInstances--;
-  }
-}
-
 class CapiModel implements EngineModel {
   readonly #state: ModelState;
   readonly #instances = new Set<CapiInstance>();
@@ -239,6 +58,7 @@ class CapiModel implements EngineModel {
     if (spec.kind === 'KIND_GPU' && s.blockingRuns) ignoreOtherCaptures();
     const api = ortApi();
     const session = await this.#openSession(spec, providers, signal);
+    const pool = s.blockingRuns ? undefined : s.outputPool?.(spec);
     let runner: OrtRunner;
     // A KIND_GPU instance (CUDA or TensorRT provider on its device) reads and writes client CUDA memory in place.
     let cuda: CudaTensors | undefined;
@@ -262,8 +82,10 @@ class CapiModel implements EngineModel {
         overridable: s.overridable,
         blocking: s.blockingRuns,
         graphs,
-        // Outputs copied from the GPU to the host: their memory prefaulted ahead (graph slots have their own).
+        // Outputs copied from the GPU to the host: their memory prefaulted ahead (graph slots have their own), or
+        // page-locked memory from the device's pool (in-process only: its buffers are lent on the main thread).
         prefaulted: spec.kind === 'KIND_GPU' && graphs === undefined ? new PrefaultedBuffers() : undefined,
+        outputPool: pool,
       });
     } catch (err) {
       cuda?.release();
@@ -282,16 +104,10 @@ class CapiModel implements EngineModel {
         throw err;
       }
     }
-    const instance = new CapiInstance(spec.name, s, session, runner, cuda);
+    const instance = new CapiInstance(spec.name, s, session, runner, cuda, pool);
     this.#instances.add(instance);
-    liveInstances++;
-    if (liveInstances > runThreads()) {
-      s.logger.warn(
-        { model: s.name, instances: liveInstances, runThreads: runThreads() },
-        `${liveInstances} onnxruntime instances can run at once but libuv's pool leaves ${runThreads()} threads for ` +
-          `runs: runs beyond that wait for a thread; start nereid with UV_THREADPOOL_SIZE=${liveInstances + 4} or more`,
-      );
-    }
+    live.instances++;
+    warnIfPoolShort(s);
     return instance;
   }
 
@@ -335,6 +151,16 @@ class CapiModel implements EngineModel {
   }
 }
 
+/** More instances can run at once than libuv's pool has threads for runs: say so, with the fix. */
+function warnIfPoolShort(s: ModelState): void {
+  if (live.instances <= runThreads()) return;
+  s.logger.warn(
+    { model: s.name, instances: live.instances, runThreads: runThreads() },
+    `${live.instances} onnxruntime instances can run at once but libuv's pool leaves ${runThreads()} threads for ` +
+      `runs: runs beyond that wait for a thread; start nereid with UV_THREADPOOL_SIZE=${live.instances + 4} or more`,
+  );
+}
+
 /** Test hooks of a load, beside the contract's context. */
 interface LoadHooks {
   /** A logger for the engine's own warnings (the in-process transport may pass the host's). */
@@ -348,7 +174,12 @@ interface LoadHooks {
  * instance's own: the engine-thread transport). `planWarnings: false`: the host logs the plan's warnings.
  */
 export function onnxruntimeCapiAdapter(
-  opts: { blockingRuns?: boolean; planWarnings?: boolean } = {},
+  opts: {
+    blockingRuns?: boolean;
+    planWarnings?: boolean;
+    /** The output pool of an instance (KIND_GPU in-process: its device's page-locked pool); none by default. */
+    outputPool?: (spec: InstanceSpec) => OutputPool | undefined;
+  } = {},
 ): EngineAdapter & { autoComplete: typeof autoCompleteOnnx } {
   return {
     autoComplete: autoCompleteOnnx,
@@ -390,6 +221,7 @@ export function onnxruntimeCapiAdapter(
         optimizedModelPrefix: ctx.optimizedModelPrefix,
         overridable,
         blockingRuns: opts.blockingRuns === true,
+        outputPool: opts.outputPool,
         graphSpecs,
         trtFolders,
       });

@@ -25,8 +25,9 @@ const WARM_RUNS = 3;
 /**
  * Attempts per spec. onnxruntime captures in CUDA's global mode: a thread that is not an engine thread (libuv's
  * pool creating another model's session, say) allocating on the GPU meanwhile breaks the capture, which
- * onnxruntime makes again on the next run. Such collisions last as long as a load, so the warm-up retries after a
- * pause before it gives up.
+ * onnxruntime makes again on the next run. The device gate (device-gate.ts, gated.ts) keeps this server's own
+ * loads and runs out of a load's captures; what it cannot see (another library's GPU work) lasts as long as a
+ * load, so the warm-up retries after a pause before it gives up.
  */
 const ATTEMPTS = 5;
 const RETRY_PAUSE_MS = 200;

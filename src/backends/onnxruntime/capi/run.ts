@@ -3,14 +3,16 @@ import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
 import koffi from 'koffi';
 import type { ExecuteTimings, TensorSignature } from '../../contract.js';
-import { callAsync, check, ortApi, OrtStatusError, statusError, type Out, type Ptr } from './api.js';
+import { callAsync, check, ortApi, statusError, type Out, type Ptr } from './api.js';
 import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
+import { checkedInput, runError } from './run-checks.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
 import type { CudaTensors } from './device-tensors.js';
 import { CudaGraphs, type GraphSlot } from './cuda-graphs.js';
 import type { PrefaultedBuffers } from './prefaulted.js';
-import { DATATYPES } from '../../../core/datatypes.js';
+import type { OutputPool, PooledBuffer } from './output-pool.js';
+import { hostOutputMemory } from './host-outputs.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -21,18 +23,19 @@ import { DATATYPES } from '../../../core/datatypes.js';
  * (or the global) intra-op threads; nothing in it calls back into JavaScript, so a busy event loop never stalls
  * it, and it works with intra_op_thread_count 1 (the pool thread computes).
  *
- * Memory: input OrtValues borrow the request's TypedArrays (or a device tensor's CUDA memory: device-tensors.ts);
- * both stay referenced by this function's frame until Run returned and the OrtValues were released. Outputs land
- * in JavaScript memory once: when the same input shapes ran before, the outputs are preallocated in JavaScript
- * memory of the shapes seen then and onnxruntime writes (GPU: copies device-to-host) into them — or, for outputs
- * the client placed in CUDA memory of this instance's device, into that memory; otherwise onnxruntime allocates
- * them and they are copied once.
+ * Memory: input OrtValues borrow the request's TypedArrays (or a device tensor's CUDA memory: device-tensors.ts)
+ * until Run returned and they were released. Outputs land in host memory once: for input shapes seen before they
+ * are preallocated (host-outputs.ts: one pooled page-locked buffer on a GPU, else prefaulted or fresh memory) and
+ * onnxruntime writes (GPU: copies device-to-host) into them — or into the client's CUDA memory of this device;
+ * otherwise onnxruntime allocates them and they are copied once.
  * Output OrtValues are released on every path.
  */
 
 export interface RunResult {
   outputs: Tensor[];
   timings: ExecuteTimings;
+  /** The pooled buffer the host outputs are in: the caller's, to give back (OutputPool.give) once unread. */
+  pooled?: PooledBuffer;
 }
 
 export interface RunnerOptions {
@@ -64,10 +67,9 @@ export interface RunnerOptions {
    * batch's exact size varies; below that, page faults cost little). The runner closes it on release.
    */
   prefaulted?: PrefaultedBuffers;
+  /** KIND_GPU in-process: page-locked output memory reused across runs (output-pool.ts); preferred to `prefaulted`. */
+  outputPool?: OutputPool;
 }
-
-/** Outputs smaller than this go to plain fresh memory. */
-const PREFAULT_MIN_BYTES = 1 << 20;
 
 export class OrtRunner {
   readonly #session: OrtSession;
@@ -135,6 +137,8 @@ export class OrtRunner {
     inputs: readonly Tensor[],
     outputNames: readonly string[],
     deviceOutputs?: ReadonlyMap<string, DeviceBuffer>,
+    /** `pool`: the host outputs may go to the output pool (a response will view them); `signal` ends a wait for it. */
+    opts: { signal?: AbortSignal; pool?: boolean } = {},
   ): Promise<RunResult> {
     if (this.#released) throw new InternalError('onnxruntime runner used after release');
     if (this.#running) throw new InternalError('onnxruntime runner: one run at a time');
@@ -151,18 +155,7 @@ export class OrtRunner {
     this.#running = true;
     try {
       for (const t of inputs) {
-        const s = this.#inputs.get(t.name);
-        if (s === undefined) throw new InvalidArgError(`unexpected inference input '${t.name}' for the model`);
-        if (s.datatype !== t.datatype) {
-          throw new InvalidArgError(`input '${t.name}': expected ${s.datatype}, got ${t.datatype}`);
-        }
-        // Checked here rather than by onnxruntime: its failed runs leak a few KB each (1.30, measured; the JS
-        // binding too), and a malformed request is the common failure.
-        if (t.shape.length !== s.dims.length || s.dims.some((d, k) => d >= 0 && d !== t.shape[k])) {
-          throw new InvalidArgError(
-            `input '${t.name}': the model expects shape [${s.dims.join(',')}], got [${t.shape.join(',')}]`,
-          );
-        }
+        const s = checkedInput(t, this.#inputs.get(t.name));
         values.push(
           t.device === undefined
             ? createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator)
@@ -173,6 +166,7 @@ export class OrtRunner {
       const key = OutputShapes.key(inputs);
       const t1 = process.hrtime.bigint();
       let outputs: Tensor[];
+      let pooled: PooledBuffer | undefined;
       const known = this.#shapes.get(key);
       const guess = known !== undefined && outputNames.every((n) => known.has(n)) ? known : undefined;
       const graphs = this.#opts.graphs;
@@ -180,11 +174,19 @@ export class OrtRunner {
         outputs = await this.#graphRun(graphs, inputs, inNames, values, outNames, outputNames);
       } else if (guess !== undefined) {
         try {
-          outputs = await this.#runInto(inNames, values, outNames, outputNames, guess, deviceOutputs);
+          ({ outputs, pooled } = await this.#runInto(
+            inNames,
+            values,
+            outNames,
+            outputNames,
+            guess,
+            deviceOutputs,
+            opts,
+          ));
         } catch (err) {
           // A cancelled run is not retried; any other failure may be our shape guess (a mismatch is reported as
           // a generic failure): run again the plain way, which reports the model's own error if there is one.
-          if (this.#terminated) throw this.#runError(err);
+          if (this.#terminated || err instanceof CancelledError) throw this.#runError(err);
           this.#shapes.unstable(key);
           outputs = await this.#runPlain(inNames, values, outNames, outputNames);
         }
@@ -197,6 +199,7 @@ export class OrtRunner {
       return {
         outputs,
         timings: { computeInputNs: Number(t1 - t0), computeInferNs: Number(t2 - t1), computeOutputNs: Number(t3 - t2) },
+        pooled,
       };
     } finally {
       // The run is over (or never started): the inputs' memory may go now.
@@ -269,14 +272,6 @@ export class OrtRunner {
     this.#graphIdSet = id;
   }
 
-  /** Prefaulted memory for an output of this shape, when the instance has a supply and the output is large. */
-  #prefaultedFor(g: { datatype: Tensor['datatype']; shape: readonly number[] }): ArrayBuffer | undefined {
-    const p = this.#opts.prefaulted;
-    const bytes = g.shape.reduce((a, b) => a * b, 1) * DATATYPES[g.datatype].byteSize;
-    if (p === undefined || bytes < PREFAULT_MIN_BYTES) return undefined;
-    return p.take(2 ** Math.ceil(Math.log2(bytes)));
-  }
-
   /** The instance's device tensors; the host gives device tensors only to instances that have them. */
   #deviceTensors(name: string): CudaTensors {
     const d = this.#opts.device;
@@ -306,7 +301,10 @@ export class OrtRunner {
     }
   }
 
-  /** Run into preallocated JavaScript outputs of the guessed shapes: no copy afterwards. */
+  /**
+   * Run into preallocated outputs of the guessed shapes: the client's device buffers, else host memory (one pooled
+   * page-locked buffer, given back here when the run fails): no copy afterwards.
+   */
   async #runInto(
     inNames: Ptr[],
     values: InputValue[],
@@ -314,21 +312,33 @@ export class OrtRunner {
     outputNames: readonly string[],
     guess: ReadonlyMap<string, { datatype: Tensor['datatype']; shape: readonly number[] }>,
     deviceOutputs: ReadonlyMap<string, DeviceBuffer> | undefined,
-  ): Promise<Tensor[]> {
+    opts: { signal?: AbortSignal; pool?: boolean },
+  ): Promise<{ outputs: Tensor[]; pooled?: PooledBuffer }> {
     const api = ortApi();
+    const host = await hostOutputMemory(
+      outputNames.map((n) => (deviceOutputs?.has(n) === true ? undefined : guess.get(n))),
+      {
+        pool: opts.pool === true ? this.#opts.outputPool : undefined,
+        prefaulted: this.#opts.prefaulted,
+        signal: opts.signal,
+      },
+    );
     const buffers: OutputBuffer[] = [];
     try {
-      for (const n of outputNames) {
+      outputNames.forEach((n, i) => {
         const g = guess.get(n)!;
-        const onDevice = deviceOutputs?.get(n);
+        const [d, at] = [deviceOutputs?.get(n), host.places[i]];
         buffers.push(
-          (onDevice && this.#deviceTensors(n).output(n, g.datatype, g.shape, onDevice)) ??
-            createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo, this.#prefaultedFor(g)),
+          (d && this.#deviceTensors(n).output(n, g.datatype, g.shape, d)) ??
+            createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo, at?.memory, at?.offset),
         );
-      }
+      });
       const outs: Array<Ptr | null> = buffers.map((b) => b.value);
       await this.#call(inNames, values, outNames, outs);
-      return buffers.map((b) => b.tensor);
+      return { outputs: buffers.map((b) => b.tensor), pooled: host.pooled };
+    } catch (err) {
+      if (host.pooled !== undefined) this.#opts.outputPool?.give(host.pooled);
+      throw err;
     } finally {
       // The tensors' memory stays referenced by `buffers` until here: onnxruntime wrote into it during Run.
       for (const b of buffers) api.ReleaseValue(b.value);
@@ -374,15 +384,7 @@ export class OrtRunner {
   }
 
   #runError(err: unknown): NereidError {
-    if (err instanceof NereidError) return err;
-    if (this.#terminated)
-      return new CancelledError('the run was cancelled (onnxruntime terminated it)', { cause: err });
-    if (err instanceof OrtStatusError) {
-      const message = `onnxruntime: ${err.message}`;
-      if (err.ortCode === 'ORT_INVALID_ARGUMENT') return new InvalidArgError(message, { cause: err });
-      return new InternalError(message, { cause: err });
-    }
-    return NereidError.from(err);
+    return runError(err, this.#terminated);
   }
 
   /** Releases the run options. Idempotent; never with a run in flight. */

@@ -143,6 +143,7 @@ export function createOutput(
   shape: readonly number[],
   memoryInfo: Ptr,
   memory?: ArrayBuffer,
+  offset = 0,
 ): OutputBuffer {
   const api = ortApi();
   const out: Out = [null];
@@ -151,10 +152,10 @@ export function createOutput(
   const Ctor = info.array;
   if (Ctor === undefined) throw new InternalError(`output '${name}': ${datatype} cannot be preallocated`);
   const bytes = count * info.byteSize;
-  // `memory` (prefaulted.ts): memory of at least `bytes` whose pages are mapped; the output is its first bytes.
+  // `memory` (prefaulted.ts, output-pool.ts): memory with `bytes` free at `offset`; the output is those bytes.
   const data =
-    memory !== undefined && memory.byteLength >= bytes && bytes > 0
-      ? new Ctor(memory, 0, count)
+    memory !== undefined && memory.byteLength >= offset + bytes && bytes > 0
+      ? new Ctor(memory, offset, count)
       : overwrittenArray(datatype, count);
   check(
     api.CreateTensorWithDataAsOrtValue(
