@@ -45,6 +45,10 @@ if [ ! -f "$lib/libonnxruntime_providers_cuda.so" ] && [ -f /tmp/gb/libonnxrunti
   ln -sf /tmp/gb/libonnxruntime_providers_cuda.so "$lib/libonnxruntime_providers_cuda.so"
   cp /tmp/gb/py/onnxruntime/capi/libonnxruntime_providers_shared.so "$lib/" 2>/dev/null
 fi
+# Or the provider libraries scripts/gpu/ort-trt-check.sh unpacked (its `run`).
+if [ ! -f "$lib/libonnxruntime_providers_cuda.so" ] && [ -f /tmp/ort-trt-lib/libonnxruntime_providers_cuda.so ]; then
+  cp /tmp/ort-trt-lib/libonnxruntime_providers_cuda.so /tmp/ort-trt-lib/libonnxruntime_providers_shared.so "$lib/"
+fi
 if [ -z "$onnx" ]; then
   echo "no BERT-base ONNX: run tensorrt-on-device.sh export (or bench-gpu-on-device.sh stage) first"
 elif [ ! -f "$lib/libonnxruntime_providers_cuda.so" ]; then
