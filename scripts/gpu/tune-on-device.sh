@@ -51,6 +51,8 @@ if [ ! -f "$lib/libonnxruntime_providers_cuda.so" ] && [ -f /tmp/ort-trt-lib/lib
 fi
 if [ -z "$onnx" ]; then
   echo "no BERT-base ONNX: run tensorrt-on-device.sh export (or bench-gpu-on-device.sh stage) first"
+elif [ -n "${TUNE_SKIP_ORT:-}" ]; then
+  echo "onnxruntime part skipped (TUNE_SKIP_ORT)"
 elif [ ! -f "$lib/libonnxruntime_providers_cuda.so" ]; then
   echo "no CUDA provider beside libonnxruntime.so.1: run bench-gpu-on-device.sh stage first (onnxruntime skipped)"
 else
