@@ -106,6 +106,11 @@ export class CapiInstance implements EngineInstance {
     return this.#session.signature();
   }
 
+  /** Test hook: how many runs called Run inline on this thread, and how many on libuv's pool. */
+  runCounts(): { inline: number; pooled: number } {
+    return { ...this.#runner.counts };
+  }
+
   /** Test hook: the session's CPU arena statistics (onnxruntime's AllocatorGetStats keys). */
   cpuArenaStats(): Record<string, number> {
     return arenaStats(this.#session.ptr, this.#state.lease.cpuMemoryInfo);
@@ -274,6 +279,8 @@ class CapiModel implements EngineModel {
         tag: spec.name,
         overridable: s.overridable,
         blocking: s.blockingRuns,
+        // Only CPU runs may go inline: GPU runs are never that short, and CUDA's per-thread state stays on the pool's.
+        inlineShortRuns: spec.kind === 'KIND_CPU',
         graphs,
         // Outputs copied from the GPU to the host: their memory prefaulted ahead (graph slots have their own).
         prefaulted: spec.kind === 'KIND_GPU' && graphs === undefined ? new PrefaultedBuffers() : undefined,
