@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { INLINE_MAX_NS, InlineRuns, PROBE_MAX_NS, REPROBE_EVERY } from './inline-runs.js';
+import { INLINE_MAX_NS, InlineRuns, PROBE_MAX_NS, REPROBE_AFTER, REPROBE_AFTER_MAX } from './inline-runs.js';
 
 /** The inline-or-pool decision of onnxruntime runs (inline-runs.ts), fed measured run times. */
 
@@ -43,25 +43,36 @@ describe('InlineRuns', () => {
 
   it('never probes a shape whose pooled runs took long', () => {
     const r = new InlineRuns();
-    for (let i = 0; i < 3 * REPROBE_EVERY; i++) {
+    for (let i = 0; i < 3 * REPROBE_AFTER_MAX; i++) {
       r.observe('long', PROBE_MAX_NS + 1, false);
       assert.equal(r.inline('long'), false);
     }
   });
 
-  it('sends a shape back to the pool when its inline runs get slow, and probes it again later', () => {
+  it('sends a shape back to the pool when its inline runs get slow, and probes it ever more rarely', () => {
     const r = new InlineRuns();
     r.observe('a', 30_000, false);
     r.observe('a', 10_000, true);
     for (let i = 0; i < 40; i++) r.observe('a', 10 * INLINE_MAX_NS, true);
     assert.equal(r.inline('a'), false, 'the moving average passed the limit');
-    for (let i = 1; i < REPROBE_EVERY; i++) {
-      r.observe('a', 100_000, false);
-      assert.equal(r.inline('a'), false, `pooled run ${i}`);
-    }
-    r.observe('a', 100_000, false);
-    assert.equal(r.inline('a'), true, `a probe after ${REPROBE_EVERY} pooled runs`);
+    /** Pooled runs until the next probe; then the probe's three slow inline runs. */
+    const untilProbe = (): number => {
+      let n = 0;
+      while (!r.inline('a')) {
+        r.observe('a', 100_000, false);
+        n++;
+        assert.ok(n <= REPROBE_AFTER_MAX, 'probed within the bound');
+      }
+      for (let i = 0; i < 3; i++) r.observe('a', 2 * INLINE_MAX_NS, true);
+      return n;
+    };
+    assert.deepEqual([untilProbe(), untilProbe(), untilProbe()], [REPROBE_AFTER, 2 * REPROBE_AFTER, 4 * REPROBE_AFTER]);
+    for (let i = 0; i < 10; i++) untilProbe();
+    assert.equal(untilProbe(), REPROBE_AFTER_MAX);
+    while (!r.inline('a')) r.observe('a', 100_000, false);
     r.observe('a', 10_000, true);
     assert.equal(r.inline('a'), true, 'the probe starts the average afresh');
+    for (let i = 0; i < 40; i++) r.observe('a', 10 * INLINE_MAX_NS, true);
+    assert.equal(untilProbe(), REPROBE_AFTER, 'a successful probe brought the interval back');
   });
 });

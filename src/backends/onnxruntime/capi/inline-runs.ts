@@ -11,9 +11,10 @@
  * Measured, per input-shape key (a model's runs of one shape take about the same time): a key's first runs go to the
  * pool, whose submit-to-completion time bounds the run from above. Once that bound is under PROBE_MAX_NS, the next
  * run is a probe: inline, timed exactly (up to PROBES runs, the fastest counting: a cold or preempted run does not
- * decide). Keys whose exact moving average is under INLINE_MAX_NS stay inline; the rest go back to the pool and probe again every REPROBE_EVERY runs (a run that got slower once, on a busy machine,
- * is not banned for good). So no run blocks the loop for longer than about PROBE_MAX_NS, and only once per
- * REPROBE_EVERY runs, unless its shape's runs were all short.
+ * decide). Keys whose exact moving average is under INLINE_MAX_NS stay inline; the rest go back to the pool and are
+ * probed again after REPROBE_AFTER runs, then ever more rarely while their probes keep failing (a shape that was
+ * slow only while the machine was busy comes back soon). So no run blocks the loop for longer than about
+ * PROBE_MAX_NS, and a shape whose runs are slow does so a few times per REPROBE_AFTER_MAX runs.
  * Ownership: one per runner, used on the JavaScript thread only.
  */
 
@@ -21,8 +22,12 @@
 export const INLINE_MAX_NS = 50_000;
 /** A pooled run must have completed within this for its shape to be probed inline. */
 export const PROBE_MAX_NS = 2_000_000;
-/** Pooled runs of a probed-and-too-slow shape between two probes. */
-export const REPROBE_EVERY = 1024;
+/**
+ * Pooled runs of a probed-and-too-slow shape before it is probed again: doubling from the first to the second bound
+ * while its probes keep failing, back to the first once one succeeds.
+ */
+export const REPROBE_AFTER = 64;
+export const REPROBE_AFTER_MAX = 4096;
 /** Inline runs a probe may take, the fastest counting, before a slow shape goes back to the pool. */
 const PROBES = 3;
 /** Keys remembered; beyond it the oldest is forgotten (Map order). */
@@ -37,6 +42,8 @@ interface Entry {
   pooled: number;
   /** Probes left before a slow shape goes back to the pool. */
   probes: number;
+  /** Pooled runs before the next probe (REPROBE_AFTER…REPROBE_AFTER_MAX). */
+  reprobe: number;
 }
 
 export class InlineRuns {
@@ -54,7 +61,7 @@ export class InlineRuns {
     let e = this.#entries.get(key);
     if (e === undefined) {
       if (this.#entries.size >= CAPACITY) this.#entries.delete(this.#entries.keys().next().value as string);
-      e = { avgNs: undefined, probe: false, pooled: 0, probes: 0 };
+      e = { avgNs: undefined, probe: false, pooled: 0, probes: 0, reprobe: REPROBE_AFTER };
       this.#entries.set(key, e);
     }
     if (inline) {
@@ -73,10 +80,16 @@ export class InlineRuns {
         e.avgNs += (ns - e.avgNs) / 8;
       }
       e.probe = e.avgNs >= INLINE_MAX_NS && e.probes > 0;
+      if (e.avgNs < INLINE_MAX_NS) e.reprobe = REPROBE_AFTER;
       e.pooled = 0;
       return;
     }
     e.pooled++;
-    if (ns < PROBE_MAX_NS && (e.avgNs === undefined || e.pooled >= REPROBE_EVERY)) e.probe = true;
+    if (ns >= PROBE_MAX_NS) return;
+    if (e.avgNs === undefined) e.probe = true;
+    else if (e.pooled >= e.reprobe) {
+      e.probe = true;
+      e.reprobe = Math.min(2 * e.reprobe, REPROBE_AFTER_MAX);
+    }
   }
 }
