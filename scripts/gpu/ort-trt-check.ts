@@ -6,6 +6,7 @@
  *   tsnode scripts/gpu/ort-trt-check.ts --work DIR [--bert MODEL.onnx] [--section NAME] [--ms 3000]
  *   (child mode, used by the refusal section: --refuse   loads once and prints the error)
  */
+import { configureKoffi } from '../../src/native/koffi.js';
 import { spawnSync } from 'node:child_process';
 import { copyFile, mkdir, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { ELEM, writeModel } from '../../test/fixtures/onnx-builder.js';
 import { Collected, never, open, request, type Opened } from '../../test/helpers/capi-engine.js';
 import { recordingLogger } from '../../test/helpers/recording-logger.js';
 
+configureKoffi(); // before the first library any section loads (the library check dlopens TensorRT)
 const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : undefined;

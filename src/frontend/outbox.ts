@@ -13,6 +13,7 @@ import { Arena, Tag } from './wire.js';
  */
 export class Outbox {
   readonly #post: (msg: unknown, transfer: ArrayBuffer[]) => void;
+  readonly #afterFlush: (() => void) | undefined;
   /** Where the messages being packed now put their small tensors; taken when the post goes out. */
   readonly arena = new Arena();
   #msgs: unknown[][] = [];
@@ -20,8 +21,10 @@ export class Outbox {
   #fails: (((err: unknown) => void) | undefined)[] = [];
   #scheduled = false;
 
-  constructor(post: (msg: unknown, transfer: ArrayBuffer[]) => void) {
+  /** `afterFlush`: called once what was waiting went out (a front-end thread's spin for its answers). */
+  constructor(post: (msg: unknown, transfer: ArrayBuffer[]) => void, afterFlush?: () => void) {
     this.#post = post;
+    this.#afterFlush = afterFlush;
   }
 
   /** Queues `msg` (packed against `this.arena`) with the buffers it transfers besides the arena. */
@@ -61,5 +64,6 @@ export class Outbox {
         }
       });
     }
+    this.#afterFlush?.();
   }
 }

@@ -78,9 +78,10 @@ export class ProxyServerApi extends forwardingApi<OwnMethods>() implements Infer
   readonly #collected = new FinalizationRegistry<number>((id) => this.#release(id));
   #failed: NereidError | undefined;
 
-  constructor(port: MessagePort, sync: SyncCaller) {
+  /** `afterPost`: called after each post to the main thread (thread.ts: the spin for the answers, answer-spin.ts). */
+  constructor(port: MessagePort, sync: SyncCaller, afterPost?: () => void) {
     super();
-    this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer));
+    this.#outbox = new Outbox((msg, transfer) => port.postMessage(msg, transfer), afterPost);
     this.#sync = sync;
   }
 

@@ -8,6 +8,7 @@ import { startGrpcServer, type RunningGrpcServer } from '../protocol/grpc/index.
 import { startHttpServer, type RunningHttpServer } from '../protocol/http/server.js';
 import { forwardingLogger } from './log.js';
 import { ProxyServerApi } from './proxy.js';
+import { AnswerSpin } from './answer-spin.js';
 import { SyncCaller } from './sync-call.js';
 import type { ThreadData } from './thread-data.js';
 import { Tag } from './wire.js';
@@ -30,7 +31,16 @@ const port = parentPort as MessagePort;
 const post = (msg: unknown[]): void => port.postMessage(msg);
 const logger = forwardingLogger(post, { frontEnd: data.index });
 const sync = new SyncCaller(data.syncPort, data.syncFlag);
-const api = new ProxyServerApi(port, sync);
+// The spin needs the proxy's count of requests in flight, the proxy the spin's hook (first called after a post,
+// once both exist).
+const api = new ProxyServerApi(port, sync, () => spin.afterPost());
+// The spin handles answers; anything else (CLOSE, a test's fault) it leaves for a later turn, after the loop read
+// its sockets: a CLOSE handled mid-spin would close keep-alive connections whose next request arrived unread.
+const spin = new AnswerSpin(
+  port,
+  (msg) => api.handle(msg) || setImmediate(() => onMessage(msg)),
+  () => api.inflight > 0,
+);
 let http: RunningHttpServer | undefined;
 let grpc: RunningGrpcServer | undefined;
 let closing: Promise<void> | undefined;
@@ -83,13 +93,16 @@ function fatal(err: unknown): void {
 process.on('uncaughtException', fatal);
 process.on('unhandledRejection', fatal);
 
-port.on('message', (msg: unknown[]) => {
+/** A message from the main thread: from the port's 'message' event, or taken by the spin. */
+function onMessage(msg: unknown[]): void {
   if (api.handle(msg)) return;
   if (msg[0] === Tag.CLOSE) {
     // Drained: the main thread ends the thread once this message arrives (everything posted before it has).
     void close(msg[1] as number, msg[2] as number).then(() => post([Tag.CLOSED]));
   } else if (msg[0] === Tag.CRASH) injectFault(msg);
-});
+}
+
+port.on('message', onMessage);
 
 /** Fault injection for tests (pool.ts injectFault). */
 function injectFault([, kind, ms, began]: unknown[]): void {

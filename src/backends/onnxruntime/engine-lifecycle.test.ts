@@ -96,6 +96,7 @@ describe('onnxruntime C API engine lifecycle', () => {
       clearInterval(timer);
       assert.deepEqual(Array.from((r.response(0).outputs[0].data as Float32Array).slice(0, 2)), [1, 1]);
       assert.ok(runMs > 100, `the chain should run a while (ran ${runMs.toFixed(0)} ms)`);
+      assert.deepEqual(m.instances[0].runCounts(), { inline: 0, pooled: 1 }, 'a long run is never inline');
       assert.ok(ticks >= runMs / 5 / 4, `timers kept firing: ${ticks} ticks in ${runMs.toFixed(0)} ms`);
       // A ratio of this run (load stretches both): a blocked loop would show one gap as long as the run.
       assert.ok(

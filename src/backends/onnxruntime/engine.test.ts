@@ -66,6 +66,27 @@ describe('onnxruntime C API engine', () => {
     }
   });
 
+  it('runs a short model inline once a pooled run measured it short; its answers stay right', async () => {
+    const m = await open(SIMPLE, { max_batch_size: 8 });
+    try {
+      for (let k = 0; k < 20; k++) {
+        const r = new Collected();
+        await m.instances[0].execute(
+          [request([i32('INPUT0', 1, (i) => i + k), i32('INPUT1', 1, () => 1)], ['OUTPUT0', 'OUTPUT1'])],
+          r,
+          never(),
+        );
+        const [sum, diff] = r.response(0).outputs.map((t) => t.data as Int32Array);
+        assert.deepEqual([sum[0], diff[15]], [k + 1, k + 14]);
+      }
+      const counts = m.instances[0].runCounts();
+      // Pooled: at least the first run; a busy machine may stretch a few pooled runs past the probe bound.
+      assert.ok(counts.pooled >= 1 && counts.inline >= 10, `runs: ${JSON.stringify(counts)}`);
+    } finally {
+      await m.close();
+    }
+  });
+
   it('runs repeated input shapes into fresh preallocated outputs: each response keeps its own values', async () => {
     const m = await open(SIMPLE, { max_batch_size: 8 });
     try {

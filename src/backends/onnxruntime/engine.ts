@@ -81,6 +81,8 @@ class CapiModel implements EngineModel {
         tag: spec.name,
         overridable: s.overridable,
         blocking: s.blockingRuns,
+        // Only CPU runs may go inline: GPU runs are never that short, and CUDA's per-thread state stays on the pool's.
+        inlineShortRuns: spec.kind === 'KIND_CPU',
         graphs,
         // Outputs copied from the GPU to the host: their memory prefaulted ahead (graph slots have their own), or
         // page-locked memory from the device's pool (in-process only: its buffers are lent on the main thread).

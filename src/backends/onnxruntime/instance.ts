@@ -98,6 +98,11 @@ export class CapiInstance implements EngineInstance {
     return this.#session.signature();
   }
 
+  /** Test hook: how many runs called Run inline on this thread, and how many on libuv's pool. */
+  runCounts(): { inline: number; pooled: number } {
+    return { ...this.#runner.counts };
+  }
+
   /** Test hook: the session's CPU arena statistics (onnxruntime's AllocatorGetStats keys). */
   cpuArenaStats(): Record<string, number> {
     return arenaStats(this.#session.ptr, this.#state.lease.cpuMemoryInfo);

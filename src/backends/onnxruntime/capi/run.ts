@@ -2,7 +2,6 @@ import { CancelledError, InternalError, InvalidArgError, NereidError } from '../
 import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
 import koffi from 'koffi';
-import type { ExecuteTimings, TensorSignature } from '../../contract.js';
 import { callAsync, check, ortApi, statusError, type Out, type Ptr } from './api.js';
 import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
@@ -10,9 +9,12 @@ import { checkedInput, runError } from './run-checks.js';
 import { createInput, createOutput, readOutput, type InputValue, type OutputBuffer } from './tensors.js';
 import type { CudaTensors } from './device-tensors.js';
 import { CudaGraphs, type GraphSlot } from './cuda-graphs.js';
-import type { PrefaultedBuffers } from './prefaulted.js';
-import type { OutputPool, PooledBuffer } from './output-pool.js';
+import { InlineRuns } from './inline-runs.js';
+import type { RunnerOptions, RunResult } from './run-options.js';
+import type { PooledBuffer } from './output-pool.js';
 import { hostOutputMemory } from './host-outputs.js';
+
+export type { RunnerOptions, RunResult } from './run-options.js';
 
 /**
  * Runs of one session: one OrtRunOptions reused by every run (its config entries, its terminate flag), and the
@@ -31,46 +33,6 @@ import { hostOutputMemory } from './host-outputs.js';
  * Output OrtValues are released on every path.
  */
 
-export interface RunResult {
-  outputs: Tensor[];
-  timings: ExecuteTimings;
-  /** The pooled buffer the host outputs are in: the caller's, to give back (OutputPool.give) once unread. */
-  pooled?: PooledBuffer;
-}
-
-export interface RunnerOptions {
-  /** AddRunConfigEntry pairs (memory.enable_memory_arena_shrinkage). */
-  runConfig: ReadonlyArray<readonly [string, string]>;
-  /** onnxruntime log severity for runs (0 verbose … 4 fatal). */
-  logSeverity: number;
-  /** KIND_GPU: OrtValues over the CUDA memory of the instance's device (device tensors of client CUDA shm). */
-  device?: CudaTensors;
-  /** The env's CPU memory info (inputs live there) and onnxruntime's default allocator (string tensors). */
-  cpuMemoryInfo: Ptr;
-  allocator: Ptr;
-  tag: string;
-  /**
-   * Overridable initializers the config declares as (optional) inputs: graph inputs with a default in the file, which
-   * onnxruntime does not list among the session's inputs but accepts as feeds by name.
-   */
-  overridable?: readonly TensorSignature[];
-  /**
-   * Call Run on the calling thread instead of libuv's pool: only for a thread of its own that does nothing else
-   * (the engine-thread transport, `thread-adapter.ts`), where blocking is the point — every run of the instance then
-   * comes from one thread (CUDA's per-thread state stays warm) with no pool hop. Never on the main thread.
-   */
-  blocking?: boolean;
-  /** KIND_GPU with `enable_cuda_graph` (engine-thread transport only): the session's graph slots (cuda-graphs.ts). */
-  graphs?: CudaGraphs;
-  /**
-   * KIND_GPU: prefaulted memory for outputs copied to the host (prefaulted.ts), in power-of-two sizes from 1 MiB (a
-   * batch's exact size varies; below that, page faults cost little). The runner closes it on release.
-   */
-  prefaulted?: PrefaultedBuffers;
-  /** KIND_GPU in-process: page-locked output memory reused across runs (output-pool.ts); preferred to `prefaulted`. */
-  outputPool?: OutputPool;
-}
-
 export class OrtRunner {
   readonly #session: OrtSession;
   readonly #opts: RunnerOptions;
@@ -82,6 +44,12 @@ export class OrtRunner {
   readonly #allOutputNames: readonly string[];
   readonly #allOutputPtrs: Ptr[];
   readonly #shapes = new OutputShapes();
+  readonly #inlineRuns: InlineRuns | undefined;
+  /** This run calls Run inline (a blocking runner's always do); how long the last native Run took, ns. */
+  #inline = false;
+  #runNs = 0;
+  /** Test hook: runs that called Run inline, and on the pool. */
+  readonly counts = { inline: 0, pooled: 0 };
   #terminated = false;
   #running = false;
   #released = false;
@@ -90,6 +58,7 @@ export class OrtRunner {
     const api = ortApi();
     this.#session = session;
     this.#opts = opts;
+    if (opts.inlineShortRuns === true && opts.blocking !== true) this.#inlineRuns = new InlineRuns();
     const extra = (opts.overridable ?? []).filter((t) => !session.inputs.some((i) => i.name === t.name));
     // Their names as C strings of our own, alive as long as the runner (released in release()).
     this.#ownNames = extra.map((t) => {
@@ -165,6 +134,7 @@ export class OrtRunner {
       }
       const key = OutputShapes.key(inputs);
       const t1 = process.hrtime.bigint();
+      this.#inline = this.#opts.blocking === true || this.#inlineRuns?.inline(key) === true;
       let outputs: Tensor[];
       let pooled: PooledBuffer | undefined;
       const known = this.#shapes.get(key);
@@ -194,6 +164,7 @@ export class OrtRunner {
         outputs = await this.#runPlain(inNames, values, outNames, outputNames);
         this.#shapes.remember(key, outputs);
       }
+      this.#inlineRuns?.observe(key, this.#runNs, this.#inline);
       const t2 = this.#ranAt;
       const t3 = process.hrtime.bigint();
       return {
@@ -352,6 +323,7 @@ export class OrtRunner {
   async #call(inNames: Ptr[], values: InputValue[], outNames: Ptr[], outs: Array<Ptr | null>): Promise<void> {
     const api = ortApi();
     const preset = outs.map((v) => v !== null);
+    const t0 = process.hrtime.bigint();
     try {
       const args = [
         this.#session.ptr,
@@ -363,11 +335,13 @@ export class OrtRunner {
         outNames.length,
         outs,
       ];
-      if (this.#opts.blocking === true) {
+      if (this.#inline) {
+        this.counts.inline++;
         const status = api.Run(...args) as Ptr | null;
         if (status !== null) throw statusError(status);
         return;
       }
+      this.counts.pooled++;
       await callAsync(api.Run, ...args);
     } catch (err) {
       // Values onnxruntime created before failing are ours to release; preallocated ones the caller releases.
@@ -380,6 +354,7 @@ export class OrtRunner {
       throw this.#runError(err);
     } finally {
       this.#ranAt = process.hrtime.bigint();
+      this.#runNs = Number(this.#ranAt - t0);
     }
   }
 
