@@ -109,8 +109,9 @@ class Instance:
         self.gather: dict[str, tuple[int, int]] = {}
         self.graphs: dict[tuple, _Graph] = {}
         # The input shapes each context was last given, and the output shapes per (profile, input shapes): setting
-        # a context's shapes costs TensorRT a re-plan of the next enqueue (measured on the H200: about 1 ms per
-        # batch for BERT-base), so shapes are set only when they change, and never for a graph replay.
+        # a context's shapes costs TensorRT work at the next enqueue (bare TensorRT on the H200, BERT-base batch 32:
+        # 2 % slower with the same shapes set before every run, 9 % when they alternate), so shapes are set only
+        # when they change, and never for a graph replay.
         self._shapes_set: dict[int, tuple] = {}
         self._out_shapes: dict[tuple, dict[str, list[int]]] = {}
         if options.get("graphs"):
