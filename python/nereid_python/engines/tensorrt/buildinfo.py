@@ -7,32 +7,25 @@ TensorRT version and the GPU model it was built for.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
+
+from .oneshot import answer_once
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="nereid_python.engines.tensorrt.buildinfo")
     ap.add_argument("--device", type=int, default=0)
     args = ap.parse_args()
-    out = sys.stdout
-    sys.stdout = sys.stderr
+    answer_once(lambda: _buildinfo(args.device))
+
+
+def _buildinfo(device: int) -> dict:
     from . import gpu, loader
 
-    try:
-        trt, flavor = loader.import_tensorrt(False)
-        if flavor != "full":
-            raise loader.TensorRTError("only TensorRT's lean runtime is installed: it cannot build plans", "UNAVAILABLE")
-        gpu.set_device(args.device)
-        answer = {"trt_version": trt.__version__, "device_name": gpu.device_name(args.device)}
-    except loader.TensorRTError as e:
-        answer = {"error": {"c": e.code, "m": str(e)}}
-    except gpu.CudaError as e:
-        answer = {"error": {"c": "UNAVAILABLE", "m": str(e)}}
-    out.write(json.dumps(answer) + "\n")
-    out.flush()
-    os._exit(0)
+    trt, flavor = loader.import_tensorrt(False)
+    if flavor != "full":
+        raise loader.TensorRTError("only TensorRT's lean runtime is installed: it cannot build plans", "UNAVAILABLE")
+    gpu.set_device(device)
+    return {"trt_version": trt.__version__, "device_name": gpu.device_name(device)}
 
 
 if __name__ == "__main__":
