@@ -35,6 +35,8 @@ def _message(req: "InferenceRequest", blk, descs: list, cid: int, decoupled: boo
         "decoupled": decoupled,
         "depth": bls_args.call_depth(),
     }
+    if getattr(req, "_trace_ctx", None):
+        msg["tr"] = req._trace_ctx
     corr = req._corr
     if isinstance(corr, str):
         msg["cs"] = corr

@@ -54,6 +54,7 @@ class InferenceRequest:
         self._sender = None
         self._sender_args = None
         self._release = TRITONSERVER_REQUEST_RELEASE_ALL
+        self._trace_ctx = trace._ctx if isinstance(trace, InferenceTrace) else None
 
     @classmethod
     def _incoming(cls, inputs, outputs, rid, corr, params, flags, flag, sender_args, timeout=0) -> "InferenceRequest":
@@ -68,6 +69,7 @@ class InferenceRequest:
         r._timeout = timeout
         r._params = params
         r._flag = flag
+        r._trace_ctx = None
         r._sender = None
         r._sender_args = sender_args
         bls_args.take_depth(r, params)
@@ -93,7 +95,7 @@ class InferenceRequest:
         self._flags = flags
 
     def trace(self):
-        return InferenceTrace()
+        return InferenceTrace(self._trace_ctx)
 
     def timeout(self) -> int:
         return self._timeout

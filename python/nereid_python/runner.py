@@ -238,6 +238,8 @@ class InstanceRunner:
                     (self, batch_id, i, batch.flags[i], self.decoupled),
                     r.get("t", 0),
                 )
+                if r.get("tr"):
+                    req._trace_ctx = r["tr"]
                 if r.get("do"):
                     req._slots = batch.slots[i] = {n: cuda.REGIONS.slot(*place) for n, place in r["do"].items()}
                 requests.append(req)

@@ -6,6 +6,8 @@ docs/python-backend.md has the table of every API: supported, or refused with an
 
 from __future__ import annotations
 
+import json
+
 from . import datatypes
 from .constants import TRITONSERVER_MEMORY_CPU, TRITONSERVER_MEMORY_GPU
 from .errors import TritonModelException
@@ -34,11 +36,21 @@ class PreferredMemory:
 
 
 class InferenceTrace:
-    """``request.trace()``: the request's trace context. Nereid's traces (--trace-config) do not reach models, so
-    ``get_context()`` is None, as Triton answers for a request that is not traced with OpenTelemetry."""
+    """``request.trace()``: the request's trace context. With ``--trace-config mode=opentelemetry`` a traced request
+    carries its W3C context, and a BLS call made with ``InferenceRequest(..., trace=request.trace())`` is traced as a
+    child of it; ``get_context()`` is then that context as JSON (``{"traceparent": ...}``), else None — as Triton
+    answers for a request that is not traced with OpenTelemetry."""
+
+    def __init__(self, ctx: dict | None = None) -> None:
+        self._ctx = ctx if isinstance(ctx, dict) and isinstance(ctx.get("tp"), str) else None
 
     def get_context(self):
-        return None
+        if self._ctx is None:
+            return None
+        out = {"traceparent": self._ctx["tp"]}
+        if isinstance(self._ctx.get("ts"), str):
+            out["tracestate"] = self._ctx["ts"]
+        return json.dumps(out)
 
 
 #: Names of Triton's pb_utils that Nereid refuses, with why (the module's __getattr__ raises it).

@@ -66,9 +66,9 @@ export class InferencePipeline {
     const started = process.hrtime.bigint();
     // OpenTelemetry mode only (undefined otherwise): sampled at the start, so an ensemble's steps know their parent.
     const spans = this.#tracer.begin(model.name, version.version, requestStart, request.trace);
-    if (spans !== undefined && spec.ensemble !== undefined) {
+    // A traced request's context goes with it: an ensemble's steps and a python model's BLS calls continue it.
+    if (spans !== undefined)
       engineRequest = { ...engineRequest, trace: { ...spans.childContext(), parentId: spans.id } };
-    }
     // The key is taken before scheduling: the inputs may be moved to an engine thread.
     // The slot belongs to this load of the version: a reload or unload forgets it (see ResponseCache).
     const slot = cache?.slot(version, cacheKey(model.name, version.version, engineRequest, parameters));

@@ -35,7 +35,28 @@ const MODELS: Record<string, string> = {
     ensemble_scheduling { step [ { model_name: "add_sub" model_version: -1
       input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
       output_map { key: "OUTPUT0" value: "S" } output_map { key: "OUTPUT1" value: "D" } } ] }`,
+  bls_traced: `backend: "python" max_batch_size: 8
+    input [ ${i32('INPUT0')}, ${i32('INPUT1')} ] output [ ${i32('OUTPUT0')}, ${i32('OUTPUT1')} ]`,
 };
+
+/** A python model that calls add_sub through BLS, passing its request's trace on (Triton's `trace=request.trace()`). */
+const BLS_TRACED = `import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            inputs = [pb_utils.get_input_tensor_by_name(request, n) for n in ("INPUT0", "INPUT1")]
+            call = pb_utils.InferenceRequest(
+                model_name="add_sub", requested_output_names=["OUTPUT0", "OUTPUT1"], inputs=inputs, trace=request.trace()
+            )
+            answer = call.exec()
+            if answer.has_error():
+                raise pb_utils.TritonModelException(answer.error().message())
+            out.append(pb_utils.InferenceResponse(answer.output_tensors()))
+        return out
+`;
 
 const DATA = Array.from({ length: 16 }, (_, i) => i);
 const newTraceparent = (): { header: string; traceId: string; spanId: string } => {
@@ -125,6 +146,7 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
       await writeFile(join(repo, name, 'config.pbtxt'), config);
       if (config.includes('onnxruntime'))
         await writeModel(join(repo, name, '1', 'model.onnx'), addSubModel(ELEM.INT32));
+      if (config.includes('python')) await writeFile(join(repo, name, '1', 'model.py'), BLS_TRACED);
     }
     s = await startNereid({
       repositories: [EXAMPLES, repo],
@@ -188,6 +210,18 @@ describe('OpenTelemetry tracing, against a real collector', { skip }, () => {
     assert.equal(byName(spans, 'compute').parentSpanId, step.spanId);
     assert.equal(step.attributes['triton.trace_parent_id'], ens.attributes['triton.trace_id']);
     assert.deepEqual(ens.events, ['REQUEST_START', 'QUEUE_START', 'REQUEST_END']);
+  });
+
+  it("a BLS call made with the request's trace is a child of the calling model's span", async () => {
+    const tp = newTraceparent();
+    assert.equal(await inferHttp(s.url, 'bls_traced', ['INPUT0', 'INPUT1'], tp.header), 200);
+    const spans = inTrace(tp.traceId)(await collector.waitFor((a) => inTrace(tp.traceId)(a).length >= 5, 'spans'));
+    assert.deepEqual(spans.map((x) => x.name).sort(), ['InferRequest', 'add_sub', 'bls_traced', 'compute', 'compute']);
+    const caller = byName(spans, 'bls_traced');
+    const called = byName(spans, 'add_sub');
+    assert.equal(caller.parentSpanId, byName(spans, 'InferRequest').spanId);
+    assert.equal(called.parentSpanId, caller.spanId, "the BLS call's span is a child of the calling model's");
+    assert.equal(called.attributes['triton.trace_parent_id'], caller.attributes['triton.trace_id']);
   });
 
   it('rate and level changed at run time through /v2/trace/setting take effect', async () => {

@@ -99,6 +99,13 @@ async function run(
       parameters: blsParameters(msg),
     };
     request.parameters = { ...request.parameters, [BLS_DEPTH_PARAM]: checkedDepth(msg, request.model) };
+    const tr = msg.tr;
+    // A child span of the calling request (Triton: InferenceRequest(trace=request.trace())); malformed: untraced.
+    if (tr !== null && typeof tr === 'object' && typeof tr.tp === 'string') {
+      request.trace = { traceparent: tr.tp };
+      if (typeof tr.ts === 'string') request.trace.tracestate = tr.ts;
+      if (Number.isSafeInteger(tr.pid)) request.trace.parentId = tr.pid;
+    }
   } catch (e) {
     fail(e);
     return;

@@ -1,6 +1,6 @@
 import { InternalError, NereidError } from '../../../core/errors.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Responder } from '../../contract.js';
-import type { DeviceSlotWire, TensorDesc, DeviceTensorDesc, WireRequest } from './protocol.js';
+import type { DeviceSlotWire, TensorDesc, DeviceTensorDesc, TraceWire, WireRequest } from './protocol.js';
 
 /**
  * One batch an instance in a child process is running (process/instance.ts): its requests, who answers them, which
@@ -151,8 +151,17 @@ export function wireRequests(
     if (timeout !== undefined && Number(timeout) > 0) w.t = Number(timeout);
     const s = slots?.[i];
     if (s !== undefined) w.do = s;
+    // OpenTelemetry mode: the request's context, which a python model passes on to its BLS calls.
+    if (r.trace?.traceparent !== undefined) w.tr = traceWire(r.trace);
     return w;
   });
+}
+
+function traceWire(t: NonNullable<EngineRequest['trace']>): TraceWire {
+  const w: TraceWire = { tp: t.traceparent! };
+  if (t.tracestate) w.ts = t.tracestate;
+  if (t.parentId !== undefined) w.pid = t.parentId;
+  return w;
 }
 
 /** Parameters as JSON can carry them (a bigint beyond 2^53 travels as its decimal text). */

@@ -50,6 +50,15 @@ export interface WireRequest {
   t?: number;
   /** Outputs the child may write straight into client device memory, by name. */
   do?: Record<string, DeviceSlotWire>;
+  /** OpenTelemetry mode: the request's trace context (a BLS call made with `trace=request.trace()` continues it). */
+  tr?: TraceWire;
+}
+
+/** A trace context on the wire: W3C traceparent, tracestate, and the Triton trace id of the span it names. */
+export interface TraceWire {
+  tp: string;
+  ts?: string;
+  pid?: number;
 }
 
 /** A response in a `done` (non-decoupled batch) or `resp` (one at a time) message. */
@@ -156,6 +165,8 @@ type FromChildBody =
       decoupled: boolean;
       /** How deeply nested this call is (1: made while serving a client's request); see python/nereid_python/bls_args.py. */
       depth?: number;
+      /** The calling request's trace context, when the model passed `trace=request.trace()`. */
+      tr?: TraceWire;
     }
   /**
    * A model's loading API call (python/nereid_python/loading.py): `api` load_model | unload_model | is_model_ready;
