@@ -191,7 +191,8 @@ describe('nereid tune', () => {
     const text = errs.join('');
     assert.equal(code, 1, text);
     assert.match(text, /no configuration met the constraints \(p99 ≤ 0\.000001 ms\)/);
-    assert.match(text, /^ {2}default @ c=1: [\d.]+\/s, p99 [\d.]+ ms$/m);
+    // Which configs are closest depends on what load the machine is under: only that some are listed, with numbers.
+    assert.match(text, /^ {2}\S.* @ c=1: [\d.]+\/s, p99 [\d.]+ ms$/m);
     const report = JSON.parse(await readFile(join(out, 'none', 'report.json'), 'utf8')) as TuneReport;
     assert.ok(report.noneMet && report.noneMet.closest.length >= 1);
     assert.equal(report.written, undefined);
