@@ -83,4 +83,9 @@ export interface InferResponse {
    * must call `release` once it no longer reads them (after the write, or when it gives up on the response).
    */
   lease?: Lease;
+  /**
+   * Set only when the caller said it reports its write (`InferOptions.reportsSend`) and the request is traced with
+   * OpenTelemetry: call it once with when the response's write started and ended (process.hrtime.bigint ns).
+   */
+  onSent?: (sendStart: bigint, sendEnd: bigint) => void;
 }

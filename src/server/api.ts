@@ -51,6 +51,8 @@ export interface InferOptions extends CallOptions {
    * releases on every path may set it; the server ignores it where the outputs are kept (cache, sequences).
    */
   views?: boolean;
+  /** The caller will call the response's `onSent` when it has written it (Triton's `*_SEND_*` trace events). */
+  reportsSend?: boolean;
 }
 
 export interface InferenceServerApi extends InferenceServerExtensions {

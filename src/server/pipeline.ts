@@ -10,7 +10,7 @@ import { cacheKey, ResponseCache, type CacheSlot } from './response-cache.js';
 import type { SequenceParams } from './sequence-params.js';
 import type { Target } from './target.js';
 import { computeTimes, type Tracer } from './trace.js';
-import type { OtelSpans } from './trace-otel-types.js';
+import type { OtelSpans, SentHook } from './trace-otel-types.js';
 import { validateRequest } from './validate.js';
 
 /**
@@ -102,11 +102,23 @@ export class InferencePipeline {
       queueNs: result.queueNs,
       ...result.timings,
     });
-    if (spans !== undefined) endSpans(spans, started, result, spec.ensemble !== undefined);
+    const sent =
+      spans === undefined
+        ? undefined
+        : endSpans(spans, started, result, spec.ensemble !== undefined, opts.reportsSend === true && !onResponse);
     this.#traceFile(target, request, requestStart, started, result);
     // A decoupled request's responses went out through onResponse; what settles it is the final flag.
     if (onResponse) return target.respond(request, checked.outputs, { outputs: [] });
-    return respondLeased(target, request, checked.outputs, result);
+    let response: InferResponse;
+    try {
+      response = respondLeased(target, request, checked.outputs, result);
+    } catch (err) {
+      const now = process.hrtime.bigint();
+      sent?.(now, now);
+      throw err;
+    }
+    if (sent !== undefined) response.onSent = sent;
+    return response;
   }
 
   /** Triton's file trace of a sampled request (its timestamps). */
@@ -137,10 +149,16 @@ export class InferencePipeline {
 }
 
 /** Triton's spans of a request done: an ensemble's compute spans are its steps'. */
-function endSpans(spans: OtelSpans, queueStart: bigint, result: ScheduledResult, ensemble: boolean): void {
+function endSpans(
+  spans: OtelSpans,
+  queueStart: bigint,
+  result: ScheduledResult,
+  ensemble: boolean,
+  deferRoot: boolean,
+): SentHook | undefined {
   const requestEnd = process.hrtime.bigint();
   const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings);
-  spans.end({ queueStart, compute, requestEnd });
+  return spans.end({ queueStart, compute, requestEnd, deferRoot });
 }
 
 /** The client's response; outputs that view lent memory keep their lease on it, given back if shaping fails. */

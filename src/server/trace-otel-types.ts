@@ -40,14 +40,23 @@ export interface TracedEnd {
   requestEnd: bigint;
   /** The error's message when the request failed. */
   error?: string;
+  /**
+   * The protocol will say when it wrote the response (`InferResponse.onSent`): the InferRequest span then gets
+   * Triton's `*_SEND_START`/`*_SEND_END` events and ends at the write's end, not at REQUEST_END.
+   */
+  deferRoot?: boolean;
 }
+
+/** Ends a deferred InferRequest span with the response's write, process.hrtime.bigint ns. */
+export type SentHook = (sendStart: bigint, sendEnd: bigint) => void;
 
 /** The spans of one traced request, open until `end`. */
 export interface OtelSpans {
   /** The request's trace id (Triton's `triton.trace_id`), its steps' `triton.trace_parent_id`. */
   readonly id: number;
   childContext(): { traceparent?: string; tracestate?: string };
-  end(m: TracedEnd): void;
+  /** Ends the spans; with `deferRoot` (and a root span) returns the hook that ends the root. */
+  end(m: TracedEnd): SentHook | undefined;
 }
 
 export interface OtelExport {

@@ -163,7 +163,7 @@ function openSpans(t: TracedRequest, start: StartSpan, at: (ns: bigint) => HrTim
       propagator.inject(trace.setSpan(ROOT_CONTEXT, model), carrier, defaultTextMapSetter);
       return carrier;
     },
-    end(m): void {
+    end(m) {
       model.addEvent('QUEUE_START', at(m.queueStart));
       if (m.compute !== undefined) {
         const c = m.compute;
@@ -177,10 +177,19 @@ function openSpans(t: TracedRequest, start: StartSpan, at: (ns: bigint) => HrTim
       model.addEvent('REQUEST_END', at(m.requestEnd));
       if (m.error !== undefined) model.setStatus({ code: SpanStatusCode.ERROR, message: m.error });
       model.end(at(m.requestEnd));
-      if (root !== undefined) {
-        root.addEvent('INFER_RESPONSE_COMPLETE', at(m.requestEnd));
+      if (root === undefined) return undefined;
+      root.addEvent('INFER_RESPONSE_COMPLETE', at(m.requestEnd));
+      if (m.deferRoot !== true || m.error !== undefined) {
         root.end(at(m.requestEnd));
+        return undefined;
       }
+      const r = root;
+      const wire = t.trace?.protocol ?? 'HTTP';
+      return (sendStart, sendEnd) => {
+        r.addEvent(`${wire}_SEND_START`, at(sendStart));
+        r.addEvent(`${wire}_SEND_END`, at(sendEnd));
+        r.end(at(sendEnd));
+      };
     },
   };
 }

@@ -70,6 +70,11 @@ function metadataTrace(recvStart: bigint, metadata: grpc.Metadata): RequestTrace
   return requestTrace('GRPC', recvStart, header(metadata.get('traceparent')[0]), header(metadata.get('tracestate')[0]));
 }
 
+/** Where a unary call learns the hook that ends its traced request with the send (InferResponse.onSent). */
+interface SentHolder {
+  onSent?: (sendStart: bigint, sendEnd: bigint) => void;
+}
+
 /** Decode, run, encode. The model is looked up first so an unknown model wins over a malformed body, as in Triton. */
 async function inferOnce(
   api: InferenceServerApi,
@@ -77,12 +82,24 @@ async function inferOnce(
   signal: AbortSignal,
   limits: InferLimits,
   trace: { recvStart: bigint; metadata: grpc.Metadata },
+  sent?: SentHolder,
 ): Promise<ModelInferResponseMsg> {
   rejectMalformed(msg);
   const resolved = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version);
   const request = decodeModelInferRequest(msg);
   request.trace = metadataTrace(trace.recvStart, trace.metadata);
-  return encodeModelInferResponse(await api.infer(request, { signal, resolved }), limits.maxResponseBytes);
+  const response = await api.infer(request, { signal, resolved, reportsSend: sent !== undefined });
+  if (sent === undefined || response.onSent === undefined)
+    return encodeModelInferResponse(response, limits.maxResponseBytes);
+  sent.onSent = response.onSent;
+  try {
+    return encodeModelInferResponse(response, limits.maxResponseBytes);
+  } catch (err) {
+    const now = process.hrtime.bigint();
+    response.onSent(now, now);
+    sent.onSent = undefined;
+    throw err;
+  }
 }
 
 /** ModelInfer: one request, one response or a status. */
@@ -95,10 +112,14 @@ export function modelInfer(
     const recvStart = process.hrtime.bigint();
     const { signal, dispose } = callSignal(call);
     const msg = withForwardedMetadata(call.request as ModelInferRequestMsg, call.metadata, limits.headerForward);
-    inferOnce(api, msg, signal, limits, { recvStart, metadata: call.metadata }).then(
+    // A traced request's InferRequest span ends with the answer's hand-off to grpc-js (GRPC_SEND_START/END).
+    const sent: SentHolder = {};
+    inferOnce(api, msg, signal, limits, { recvStart, metadata: call.metadata }, sent).then(
       (resp) => {
         dispose();
+        const sendStart = process.hrtime.bigint();
         callback(null, resp);
+        sent.onSent?.(sendStart, process.hrtime.bigint());
       },
       (err: unknown) => {
         dispose();

@@ -64,10 +64,23 @@ const modelInfer = async (ctx: RouteContext): Promise<void> => {
   // Aborted when the client goes away: queued work is dropped, running work is discarded.
   // Views: the outputs may stay in an engine's memory until written; `finished` gives it back once the response
   // is flushed to the socket, failed or cut (also when that already happened).
-  const response = await api.infer(decoded.request, { signal: connectionSignal(req.socket), resolved, views: true });
-  const lease = response.lease;
-  if (lease !== undefined) finished(res, () => lease.release());
+  // A traced request's InferRequest span ends with the write too (Triton's HTTP_SEND_START/END).
+  const response = await api.infer(decoded.request, {
+    signal: connectionSignal(req.socket),
+    resolved,
+    views: true,
+    reportsSend: true,
+  });
+  const { lease, onSent } = response;
+  let sendStart = process.hrtime.bigint();
+  if (lease !== undefined || onSent !== undefined) {
+    finished(res, () => {
+      lease?.release();
+      onSent?.(sendStart, process.hrtime.bigint());
+    });
+  }
   const encoded = await encodeInferResponse(response, decoded.plan, ctx.maxResponseBytes);
+  sendStart = process.hrtime.bigint();
   if (encoded.headerLength === undefined) {
     await send(req, res, 200, 'application/json', encoded.header, {}, { compressible: true });
   } else {
