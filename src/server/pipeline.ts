@@ -109,16 +109,7 @@ export class InferencePipeline {
     this.#traceFile(target, request, requestStart, started, result);
     // A decoupled request's responses went out through onResponse; what settles it is the final flag.
     if (onResponse) return target.respond(request, checked.outputs, { outputs: [] });
-    let response: InferResponse;
-    try {
-      response = respondLeased(target, request, checked.outputs, result);
-    } catch (err) {
-      const now = process.hrtime.bigint();
-      sent?.(now, now);
-      throw err;
-    }
-    if (sent !== undefined) response.onSent = sent;
-    return response;
+    return respondLeased(target, request, checked.outputs, result, sent);
   }
 
   /** Triton's file trace of a sampled request (its timestamps). */
@@ -161,20 +152,27 @@ function endSpans(
   return spans.end({ queueStart, compute, requestEnd, deferRoot });
 }
 
-/** The client's response; outputs that view lent memory keep their lease on it, given back if shaping fails. */
+/**
+ * The client's response. Outputs that view lent memory keep their lease on it, and a traced request's deferred
+ * InferRequest span its end (`onSent`); if shaping the response fails, the lease is given back and the span ended.
+ */
 function respondLeased(
   target: Target,
   request: InferRequest,
   requested: readonly RequestedOutput[],
   result: ScheduledResult,
+  sent: SentHook | undefined,
 ): InferResponse {
-  if (result.lease === undefined) return target.respond(request, requested, result);
+  if (result.lease === undefined && sent === undefined) return target.respond(request, requested, result);
   try {
     const response = target.respond(request, requested, result);
-    response.lease = result.lease;
+    if (result.lease !== undefined) response.lease = result.lease;
+    if (sent !== undefined) response.onSent = sent;
     return response;
   } catch (err) {
-    result.lease.release();
+    result.lease?.release();
+    const now = process.hrtime.bigint();
+    sent?.(now, now);
     throw err;
   }
 }
