@@ -39,18 +39,3 @@ export class SharedLease {
     };
   }
 }
-
-/** A lease over several (one response's outputs from different blocks): releases each once. */
-export function joinLeases(leases: readonly (Lease | undefined)[]): Lease | undefined {
-  const held = [...new Set(leases.filter((l): l is Lease => l !== undefined))];
-  if (held.length === 0) return undefined;
-  if (held.length === 1) return held[0];
-  let done = false;
-  return {
-    release: () => {
-      if (done) return;
-      done = true;
-      for (const l of held) l.release();
-    },
-  };
-}

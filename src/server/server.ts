@@ -31,7 +31,7 @@ import { SERVER_DEFAULTS } from './defaults.js';
 import { sweepLeftovers } from './startup-sweep.js';
 import { EXTENSIONS } from './extensions.js';
 import { PathRedactor } from './redact.js';
-import { bindSharedMemory, sliceSource, usesSharedMemory, type SliceSource } from './shm/bind.js';
+import { sliceSource, usesSharedMemory, withSharedMemory, type SliceSource } from './shm/bind.js';
 import { CudaSharedMemory } from './shm/cuda.js';
 import { SystemSharedMemory } from './shm/regions.js';
 import { takeSequenceParams } from './sequence-params.js';
@@ -217,16 +217,15 @@ export class InferenceServer implements InferenceServerApi {
     this.#inflight++;
     try {
       if (!usesSharedMemory(request)) return await this.#infer(request, opts);
-      // Inputs read from, outputs written to the client's regions; the regions stay open until this request is done.
-      const bound = await bindSharedMemory(this.#slices, request, {
-        deviceTensors: this.#takesDeviceTensors(request, opts),
-      });
-      try {
-        // No views: finish() copies the outputs into the client's regions, and a lease is released by the caller.
-        return bound.finish(await this.#infer(bound.request, opts.views ? { ...opts, views: false } : opts));
-      } finally {
-        bound.release();
-      }
+      // No views: writing the outputs into a region can fail (a slice too small), and the response, whose lease only
+      // the caller would release, is then lost.
+      const run = (bound: InferRequest) => this.#infer(bound, opts.views ? { ...opts, views: false } : opts);
+      return await withSharedMemory(
+        this.#slices,
+        request,
+        { deviceTensors: this.#takesDeviceTensors(request, opts) },
+        run,
+      );
     } finally {
       this.#inflight--;
     }

@@ -139,6 +139,24 @@ export async function bindSharedMemory(
   }
 }
 
+/**
+ * Runs `run` on the request with the client's regions bound: inputs read from them, outputs written into them; the
+ * regions stay open until the request is done.
+ */
+export async function withSharedMemory(
+  shm: SliceSource,
+  request: InferRequest,
+  opts: BindOptions,
+  run: (bound: InferRequest) => Promise<InferResponse>,
+): Promise<InferResponse> {
+  const bound = await bindSharedMemory(shm, request, opts);
+  try {
+    return bound.finish(await run(bound.request));
+  } finally {
+    bound.release();
+  }
+}
+
 function writeOutput(t: InferOutput, slice: RegionSlice | undefined): InferOutput {
   if (t.device !== undefined) return writtenOnDevice(t, slice);
   if (slice === undefined) return t;

@@ -6,15 +6,16 @@ import {
   NereidError,
   UnavailableError,
 } from '../../../core/errors.js';
-import { SharedLease, type Lease } from '../../../core/lease.js';
+import type { Lease } from '../../../core/lease.js';
 import type { Tensor } from '../../../core/tensor.js';
 import type { EngineRequest, EngineResponse, ExecuteTimings, Instance, Responder } from '../../contract.js';
 import type { ChildProcessHost, HostedInstance } from './child.js';
 import { deviceWire, hostCopiesWithoutIpc } from './device.js';
-import type { FromChild, WireResponse } from './protocol.js';
+import type { FromChild } from './protocol.js';
 import type { ProcessInstanceOptions } from './instance-options.js';
 import { deliver, newBatch, rescheduled, settle, wireRequests, type Inflight } from './batch.js';
-import { readTensorGroups, writeTensorGroups, writeTensorGroupsByName, type DeviceSlots } from './wire.js';
+import { writeTensorGroups, writeTensorGroupsByName } from './wire.js';
+import { readChildAnswer } from './child-answer.js';
 
 /**
  * The host side of one instance living in a child process: `execute` writes the batch's inputs into one
@@ -173,47 +174,6 @@ export class ProcessInstance implements Instance, HostedInstance {
     return `instance ${this.name} (${this.#host.label})`;
   }
 
-  /**
-   * The tensors of a child message (one list per response) and, when they view the child's block (`lend`: every
-   * request of the message took views), one lease share per response; otherwise the block is handed back now.
-   */
-  #read(
-    blk: [number, number] | null | undefined,
-    groups: (WireResponse | null | undefined)[],
-    slots: readonly DeviceSlots[],
-    lend: boolean,
-  ): { tensors: Tensor[][]; leases?: Lease[] } {
-    let bytes = 0;
-    let lent = false;
-    try {
-      const r = readTensorGroups(
-        this.#host.peer,
-        blk,
-        groups.map((g) => g?.o),
-        this.#who(),
-        slots,
-        lend,
-      );
-      bytes = r.bytes;
-      lent = r.lent;
-      if (!lent || !blk) return { tensors: r.tensors };
-      return { tensors: r.tensors, leases: this.#lend(blk, bytes, groups.length) };
-    } finally {
-      if (blk && !lent) this.#host.freeLater(blk[0], blk[1], bytes);
-    }
-  }
-
-  /** `count` shares of a child block the host's tensors view: handed back (and the mapping kept) until all released. */
-  #lend(blk: [number, number], bytes: number, count: number): Lease[] {
-    const host = this.#host;
-    host.peer.hold();
-    const block = new SharedLease(count, () => {
-      host.freeLater(blk[0], blk[1], bytes);
-      host.peer.unhold();
-    });
-    return Array.from({ length: count }, () => block.share());
-  }
-
   #onResp(msg: Extract<FromChild, { op: 'resp' }>): void {
     const b = this.#batches.get(msg.b);
     if (b === undefined || !Number.isInteger(msg.i) || msg.i < 0 || msg.i >= b.requests.length) {
@@ -227,7 +187,7 @@ export class ProcessInstance implements Instance, HostedInstance {
     else {
       try {
         const req = b.requests[msg.i];
-        const r = this.#read(msg.blk, [msg], [req.device?.outputs], req.viewsOk === true);
+        const r = readChildAnswer(this.#host, msg.blk, [msg], [req.device?.outputs], req.viewsOk === true, this.#who());
         resp = { outputs: r.tensors[0] };
         if (r.leases) resp.lease = r.leases[0];
         if (msg.p) resp.parameters = msg.p;
@@ -266,11 +226,13 @@ export class ProcessInstance implements Instance, HostedInstance {
       let read: { tensors: Tensor[][]; leases?: Lease[] } | undefined;
       let readError: Error | undefined;
       try {
-        read = this.#read(
+        read = readChildAnswer(
+          this.#host,
           msg.blk,
           msg.r,
           b.requests.map((r) => r.device?.outputs),
           b.requests.every((r) => r.viewsOk === true),
+          this.#who(),
         );
       } catch (e) {
         readError = NereidError.from(e);

@@ -156,7 +156,7 @@ export function readTensorGroups(
  * Below this a message's outputs are copied even when the caller takes views: copying 64 KiB costs a few µs,
  * while a view keeps the block from the child until the response is written.
  */
-export const LEND_MIN_BYTES = 64 * 1024;
+const LEND_MIN_BYTES = 64 * 1024;
 
 /** An output the child wrote into its request's device buffer: checked against the buffer, no bytes read. */
 function writtenOnDevice(d: TensorDesc, slots: DeviceSlots, who: string): Tensor {
