@@ -4,6 +4,7 @@
  * ceiling against a canned server, and a model's statistics between two points.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -39,7 +40,15 @@ export interface LoadTiming {
   durationMs: number;
 }
 
-/** Closed loop at `concurrency`, spread over up to 4 load generator processes; `body` is a file. */
+/**
+ * Load generator processes per point: NEREID_BENCH_LOADGEN_PROCS, else half the host's cores (at most 8, at least
+ * 2): the other half serves.
+ */
+export const LOADGEN_PROCS = Number(
+  process.env.NEREID_BENCH_LOADGEN_PROCS ?? Math.max(2, Math.min(8, Math.floor(availableParallelism() / 2))),
+);
+
+/** Closed loop at `concurrency`, spread over LOADGEN_PROCS load generator processes; `body` is a file. */
 export async function drive(
   url: string,
   path: string,
@@ -48,7 +57,7 @@ export async function drive(
   concurrency: number,
   timing: LoadTiming,
 ): Promise<LoadResult> {
-  const procs = Math.min(concurrency, 4);
+  const procs = Math.min(concurrency, LOADGEN_PROCS);
   const results: Array<{ ok: number; errors: number; firstError: string; latencies_us: number[] }> = [];
   await Promise.all(
     Array.from({ length: procs }, async (_, i) => {

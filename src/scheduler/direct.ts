@@ -56,8 +56,11 @@ export class DirectScheduler implements Scheduler {
 
   #run(instance: Instance, item: Member): void {
     this.#drain.begin();
-    void runBatch(instance, [item], this.#ctx, this.#running, (_m, answer) => answer()).finally(() => {
+    const freed = (): void => {
       this.#ctx.pool.give(instance);
+      this.#pump();
+    };
+    void runBatch(instance, [item], this.#ctx, this.#running, (_m, answer) => answer(), freed).finally(() => {
       this.#drain.end();
       this.#pump();
     });

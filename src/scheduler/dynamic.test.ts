@@ -66,6 +66,24 @@ const tick = () => new Promise((r) => setImmediate(r));
 const rows = (r: { inputs: EngineRequest['inputs'] }) => r.inputs[0].shape[0];
 
 describe('DynamicBatcher', () => {
+  it('starts the next batch on a freed instance before it answers the batch that freed it', async () => {
+    // An engine answering batch N while its instance idles until every answer is written wasted the GPU: the
+    // instance goes back to the pool, and the queue's next batch is dispatched, before any member of N settles.
+    const inst = new FakeGatedInstance();
+    const { b } = await batcher({}, [inst], 4);
+    const order: string[] = [];
+    const first = b.enqueue(req(1, 1)).then(() => order.push(`answered batch 1 (${inst.seen.length} started)`));
+    await tick();
+    const second = b.enqueue(req(1, 2)).then(() => order.push('answered batch 2'));
+    await tick();
+    assert.equal(inst.seen.length, 1, 'the second request waits for the busy instance');
+    inst.release();
+    await first;
+    assert.deepEqual(order, ['answered batch 1 (2 started)'], 'batch 2 was started before batch 1 was answered');
+    inst.release();
+    await second;
+  });
+
   it('merges requests queued while the instance is busy, up to max_batch_size', async () => {
     const inst = new FakeGatedInstance();
     const { b, stats } = await batcher({}, [inst], 4);

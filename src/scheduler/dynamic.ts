@@ -182,13 +182,15 @@ export class DynamicBatcher implements Scheduler {
         `executing batch of ${rows} (${run.length} requests)`,
       );
     }
-    void runBatch(instance, run, this.#ctx, this.#running, (it, answer) => this.#settle(it as Item, answer)).finally(
-      () => {
-        this.#ctx.pool.give(instance);
-        this.#drain.end();
-        this.#pump();
-      },
-    );
+    const freed = (): void => {
+      this.#ctx.pool.give(instance);
+      this.#pump();
+    };
+    const settle = (it: Member, answer: () => void): void => this.#settle(it as Item, answer);
+    void runBatch(instance, run, this.#ctx, this.#running, settle, freed).finally(() => {
+      this.#drain.end();
+      this.#pump();
+    });
   }
 
   failQueued(err: Error): void {

@@ -66,6 +66,11 @@ export class BatchCancels {
  * settles; a member whose client went away meanwhile is answered CANCELLED (the run may have finished anyway).
  * Decoupled members get each response through `onResponse` and settle at their final flag, which may come after
  * the execution returned.
+ *
+ * `freed` runs once, as soon as the execution settles and before any member is answered: the scheduler gives the
+ * instance back and starts its next batch there, so the engine computes batch N+1 while the answers of batch N are
+ * written to their sockets. Answering first left a GPU instance idle for every response's write (30 HTTP responses
+ * of 196 KB after each BERT batch: measured, the instance was busy 30–70 % of the time at concurrency 64).
  */
 // Long: one batch's state (last responses, errors, final flags) is shared by the responder the engine calls and by
 // the settling after execute; it stays locals of one function, read in execution order, on the hot path of every
@@ -76,8 +81,15 @@ export async function runBatch(
   ctx: SchedulerContext,
   cancels: BatchCancels,
   settle: Settle,
+  freed?: () => void,
 ): Promise<void> {
   const started = performance.now();
+  let free = freed;
+  const release = (): void => {
+    const f = free;
+    free = undefined;
+    f?.();
+  };
   const rows = members.reduce((n, m) => n + m.request.batchSize, 0);
   const n = members.length;
   const last: (EngineResponse | undefined)[] = new Array(n);
@@ -144,6 +156,7 @@ export async function runBatch(
     timings = await instance.execute(requests, responder, signal);
     ctx.stats.recordExecution(rows, timings);
     executed = true;
+    release();
     for (let i = 0; i < n; i++) {
       if (final[i]) answer(i);
       else if (members[i].onResponse === undefined) {
@@ -154,6 +167,7 @@ export async function runBatch(
     }
   } catch (err) {
     executed = true;
+    release();
     const e = NereidError.from(err);
     for (let i = 0; i < n; i++) {
       if (final[i]) answer(i);
@@ -164,6 +178,7 @@ export async function runBatch(
       }
     }
   } finally {
+    release();
     cancels.end(members);
   }
 }
