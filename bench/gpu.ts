@@ -36,9 +36,9 @@ import {
 } from './gpu/http-load.js';
 import { best, fmt, nvidiaSmi } from './gpu/table.js';
 import { stopProcess } from './servers/server.js';
-import { gpuModels, modelConfig, SEQ } from './gpu/models.js';
+import { gpuModels, modelConfig, outputShape, SEQ } from './gpu/models.js';
 
-const CONCURRENCY = [1, 8, 64];
+const CONCURRENCY = [1, 8, 64, 128];
 const MS = Number(process.env.NEREID_BENCH_MS ?? 3000);
 const WARMUP_MS = Math.min(1500, MS / 2);
 const TIMING = { warmupMs: WARMUP_MS, durationMs: MS };
@@ -134,7 +134,7 @@ async function loadgenCeiling(work: string): Promise<void> {
     const { body, headers } = requestBody(30522);
     const file = join(work, 'canned-body.bin');
     await writeFile(file, body);
-    for (const c of [1, 64]) {
+    for (const c of [1, 64, 128]) {
       const r = await drive(`127.0.0.1:${port}`, '/x', file, headers, c, TIMING);
       add({ what: 'load generator vs canned server', model: `${size} B responses`, concurrency: c, ...r });
     }
@@ -185,6 +185,7 @@ async function baselines(): Promise<void> {
       vocab: m.vocab,
       seq: SEQ,
       hidden: m.hidden,
+      pooled: m.pooled === true,
       datatype: m.datatype,
       parameters: m.parameters ?? {},
       kind: KIND,
@@ -212,6 +213,33 @@ async function baselines(): Promise<void> {
   }
   progress('baseline: PyTorch fp16 with a CUDA graph, BERT-base');
   await python(['torch', '--batches', BASELINE_BATCHES.join(','), '--ms', BASELINE_MS], 'bert (torch)');
+}
+
+/**
+ * The onnxruntime baseline again at every batch size Nereid's dynamic batcher formed at c=64 that the sweep did not
+ * run (issue 31 compares each server row with the bare engine at the batch it actually ran).
+ */
+async function formedBaselines(): Promise<void> {
+  for (const base of new Set(MODELS.map((m) => m.baseline))) {
+    const m = MODELS.find((x) => x.baseline === base)!;
+    const have = new Set(rows.filter((r) => r.what === 'ort' && r.model === base).map((r) => r.batch));
+    const formed = rows
+      .filter(
+        (r) =>
+          r.concurrency === 64 &&
+          r.avg_batch !== undefined &&
+          MODELS.some((x) => x.name === r.model && x.baseline === base),
+      )
+      .map((r) => Math.max(1, Math.round(r.avg_batch!)))
+      .filter((b) => !have.has(b));
+    const want = [...new Set(formed)].sort((a, b) => a - b);
+    if (want.length === 0) continue;
+    progress(`baseline at the batches formed: ${base} ${want.join(',')}`);
+    await python(
+      ['ort', '--model', m.file, '--batches', want.join(','), '--ms', BASELINE_MS, '--vocab', String(m.vocab)],
+      base,
+    );
+  }
 }
 
 async function python(args: string[], model: string): Promise<void> {
@@ -264,7 +292,7 @@ async function nereid(work: string, transport: string, extra: string[]): Promise
         throw new Error(`${m.name}: HTTP ${res.status}: ${Buffer.from(bytes).toString().slice(0, 300)}`);
       const hl = res.headers.get('inference-header-content-length');
       const out = decodeInferResponse(bytes, hl === null ? undefined : Number(hl)).output('output');
-      if (out.shape.join(',') !== `1,${SEQ},${m.hidden}` || out.datatype !== m.datatype) {
+      if (out.shape.join(',') !== outputShape(m).join(',') || out.datatype !== m.datatype) {
         throw new Error(`${m.name}: unexpected output ${out.datatype} [${out.shape.join(',')}]`);
       }
       for (const c of CONCURRENCY) {
@@ -309,8 +337,8 @@ function report(ceiling: Row[]): string {
   }
   out.push('', '## Nereid (HTTP binary, requests of batch 1, dynamic batching, KIND_GPU)', '');
   out.push(
-    '| model | instances | c | seq/s | p50 µs | p99 µs | avg batch | onnxruntime best (batch) | ratio | torch fp16 graph best | ratio | c=1 p50 − ort batch-1 p50 |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| model | instances | c | seq/s | p50 µs | p99 µs | avg batch | µs/request: queue · input · infer · output | onnxruntime at the batch formed | ratio | onnxruntime best (batch) | ratio | torch fp16 graph best | ratio | c=1 p50 − ort batch-1 p50 |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|',
   );
   const torchBest = best(rows.filter((r) => r.what.startsWith('torch')));
   for (const m of MODELS) {
@@ -319,8 +347,13 @@ function report(ceiling: Row[]): string {
     const b1 = base.find((r) => r.batch === 1);
     for (const r of rows.filter((x) => x.model === m.name && x.concurrency !== undefined)) {
       const torch = m.name.startsWith('bert') && torchBest !== undefined;
+      const at = base.find((x) => r.avg_batch !== undefined && x.batch === Math.max(1, Math.round(r.avg_batch)));
+      const sp = r.split
+        ? [r.split.queue, r.split.input, r.split.infer, r.split.output].map((x) => fmt(x)).join(' · ')
+        : '';
       out.push(
-        `| ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ` +
+        `| ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ${sp} | ` +
+          `${at ? `${fmt(at.seq_s)} (${at.batch})` : '–'} | ${at ? fmt(r.seq_s / at.seq_s, 2) : '–'} | ` +
           `${b ? `${fmt(b.seq_s)} (${b.batch})` : '–'} | ${b ? fmt(r.seq_s / b.seq_s, 2) : '–'} | ` +
           `${torch ? `${fmt(torchBest.seq_s)} (${torchBest.batch})` : '–'} | ${torch ? fmt(r.seq_s / torchBest.seq_s, 2) : '–'} | ` +
           `${r.concurrency === 1 && b1 ? `${fmt(r.p50_us - b1.p50_us)} µs` : ''} |`,
@@ -348,6 +381,25 @@ function report(ceiling: Row[]): string {
           : ''),
     );
   }
+  out.push(
+    '',
+    '## Goals (issue 31): c=64 ≥ 0.95 (pooled) / 0.90 (hidden states) of onnxruntime at the batch formed; c=128 the same of its best',
+    '',
+  );
+  for (const m of MODELS) {
+    const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+    const goal = m.pooled === true ? 0.95 : 0.9;
+    const b = best(base);
+    for (const r of rows.filter((x) => x.model === m.name && (x.concurrency === 64 || x.concurrency === 128))) {
+      const formed = Math.max(1, Math.round(r.avg_batch ?? 1));
+      const ref = r.concurrency === 64 ? base.find((x) => x.batch === formed) : b;
+      if (ref === undefined) continue;
+      const ratio = r.seq_s / ref.seq_s;
+      out.push(
+        `- ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} c=${r.concurrency}: ${fmt(r.seq_s)} vs ${fmt(ref.seq_s)} (batch ${ref.batch}) = ${fmt(ratio, 2)} (goal ${goal}) ${ratio >= goal ? 'MET' : 'NOT MET'}`,
+      );
+    }
+  }
   out.push('', '## Load generator ceiling (canned server, same process layout)', '');
   for (const r of ceiling)
     out.push(`- c=${r.concurrency}: ${fmt(r.seq_s)} req/s, p50 ${fmt(r.p50_us)} µs (${r.model})`);
@@ -367,6 +419,7 @@ export async function runGpuBench(): Promise<void> {
     const ceiling = rows.splice(0);
     await baselines();
     for (const extra of EXTRA_ARGS) for (const t of TRANSPORTS) await nereid(work, t, extra);
+    await formedBaselines();
     const md = report(ceiling);
     const dir = join(ROOT, 'bench/results');
     await mkdir(dir, { recursive: true });

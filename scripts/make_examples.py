@@ -337,7 +337,18 @@ def bert_base() -> TextEncoder:
     return TextEncoder(vocab=30522, hidden=768, heads=12, layers=12, ffn=3072, max_pos=512).eval()
 
 
-def export_bert(out_dir: str, dtype: str) -> None:
+class Pooled(nn.Module):
+    """The first token's hidden state, [batch, hidden]: what an embedding service returns (issue 31's pooled row)."""
+
+    def __init__(self, enc: nn.Module) -> None:
+        super().__init__()
+        self.enc = enc
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.enc(input_ids, attention_mask, token_type_ids)[:, 0, :]
+
+
+def export_bert(out_dir: str, dtype: str, pooled: bool = False) -> None:
     device = "cuda" if dtype == "fp16" or torch.cuda.is_available() else "cpu"
     enc = bert_base().to(device)
     if dtype == "fp16":
@@ -346,8 +357,10 @@ def export_bert(out_dir: str, dtype: str) -> None:
     mask = torch.ones(2, 128, dtype=torch.int32, device=device)
     types = torch.zeros(2, 128, dtype=torch.int32, device=device)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    axes = {n: {0: "batch", 1: "sequence"} for n in names + ["output"]}
-    export(enc, (ids, mask, types), os.path.join(out_dir, "model.onnx"), names, ["output"], axes)
+    axes = {n: {0: "batch", 1: "sequence"} for n in names}
+    axes["output"] = {0: "batch"} if pooled else {0: "batch", 1: "sequence"}
+    model = Pooled(enc).eval() if pooled else enc
+    export(model, (ids, mask, types), os.path.join(out_dir, "model.onnx"), names, ["output"], axes)
 
 
 def text_encoder_torch_config(name: str = "text_encoder_torch") -> str:
@@ -412,9 +425,10 @@ def main() -> int:
     p.add_argument("--torchscript", action="store_true", help="write only text_encoder_torch (TorchScript)")
     p.add_argument("--torch-out", default=os.path.join("examples", "pytorch_repository"))
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
+    p.add_argument("--pooled", action="store_true", help="with --bert: output the first token's hidden state [batch, 768]")
     args = p.parse_args()
     if args.bert:
-        export_bert(args.bert, args.dtype)
+        export_bert(args.bert, args.dtype, args.pooled)
         return 0
     if args.bert_torchscript:
         export_bert_torchscript(args.bert_torchscript, args.dtype)

@@ -22,6 +22,8 @@ interface Job {
   seq: number;
   hidden: number;
   datatype: 'FP32' | 'FP16';
+  /** The model outputs [batch, hidden] (bench/gpu/models.ts `pooled`). */
+  pooled?: boolean;
   parameters?: Record<string, string>;
   /** KIND_CPU: a dry run of this script on a machine without a GPU (its numbers mean nothing for the GPU). */
   kind?: 'KIND_GPU' | 'KIND_CPU';
@@ -66,7 +68,13 @@ const m = await open(
     name: 'm',
     max_batch_size: Math.max(...job.batches),
     input: ['input_ids', 'attention_mask', 'token_type_ids'].map(input),
-    output: [{ name: 'output', data_type: `TYPE_${job.datatype}`, dims: [-1, job.hidden] }],
+    output: [
+      {
+        name: 'output',
+        data_type: `TYPE_${job.datatype}`,
+        dims: job.pooled === true ? [job.hidden] : [-1, job.hidden],
+      },
+    ],
     parameters: params(job.parameters ?? {}),
     ...(job.graphs === true
       ? {

@@ -27,6 +27,11 @@ export interface GpuModel {
   parameters?: Record<string, string>;
   /** CUDA provider options (`gpu_execution_accelerator` "cuda"), e.g. enable_cuda_graph. */
   cuda?: Record<string, string>;
+  /**
+   * The output is the first token's hidden state, [batch, hidden] (what embedding services return), instead of
+   * every token's, [batch, SEQ, hidden]: the model exported with scripts/make_examples.py --bert --pooled.
+   */
+  pooled?: boolean;
   /** `optimization.cuda.graph_spec` as [batch_size, graph_lower_bound batch_size] pairs (captured at load). */
   graphSpec?: ReadonlyArray<readonly [number, number]>;
 }
@@ -56,6 +61,12 @@ export function gpuModels(opts: { modelsDir: string; dry: boolean; only?: readon
     queueDelayUs: count > 1 ? 1000 : 0,
     baseline: `bert_${dtype}`,
   });
+  const pooled = (count: number): GpuModel => ({
+    ...bert('fp16', count),
+    file: join(opts.modelsDir, 'bert-fp16-pooled', 'model.onnx'),
+    baseline: 'bert_fp16_pooled',
+    pooled: true,
+  });
   const textEncoder: GpuModel = {
     name: 'text_encoder',
     file: join(ROOT, 'examples/model_repository/text_encoder/1/model.onnx'),
@@ -81,11 +92,16 @@ export function gpuModels(opts: { modelsDir: string; dry: boolean; only?: readon
     { ...bert('fp16', 1), name: 'bert_fp16_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
     // Two such instances: one's copies and host work overlap the other's replay.
     { ...bert('fp16', 2), name: 'bert_fp16_graph_pad_x2', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
+    // Issue 31's pooled row: 1.5 KB answers instead of 196 KB, so the server's own cost shows.
+    { ...pooled(1), name: 'bert_fp16_pooled' },
+    { ...pooled(2), name: 'bert_fp16_pooled_x2' },
     { ...textEncoder, name: 'text_encoder_graph', cuda: { enable_cuda_graph: '1' } },
     { ...textEncoder, name: 'text_encoder_graph_pad', cuda: { enable_cuda_graph: '1' }, graphSpec: POW2_GRAPHS },
   ];
   return all.filter(
-    (m) => (!opts.dry || existsSync(m.file)) && (opts.only === undefined || opts.only.includes(m.name)),
+    (m) =>
+      (!(opts.dry || m.pooled === true) || existsSync(m.file)) &&
+      (opts.only === undefined || opts.only.includes(m.name)),
   );
 }
 
@@ -97,7 +113,7 @@ export function modelConfig(m: GpuModel, dry: boolean): string {
     'platform: "onnxruntime_onnx"',
     `max_batch_size: ${m.maxBatch}`,
     `input [\n${['input_ids', 'attention_mask', 'token_type_ids'].map(input).join(',\n')}\n]`,
-    `output [ { name: "output" data_type: TYPE_${m.datatype} dims: [ -1, ${m.hidden} ] } ]`,
+    `output [ { name: "output" data_type: TYPE_${m.datatype} dims: [ ${m.pooled === true ? '' : '-1, '}${m.hidden} ] } ]`,
     `instance_group [ { kind: ${dry ? 'KIND_CPU' : 'KIND_GPU'} count: ${m.count}${dry ? '' : ' gpus: [ 0 ]'} } ]`,
     `dynamic_batching { max_queue_delay_microseconds: ${m.queueDelayUs} }`,
     ...Object.entries(m.parameters ?? {}).map(([k, v]) => `parameters { key: "${k}" value: { string_value: "${v}" } }`),
@@ -110,6 +126,11 @@ export function modelConfig(m: GpuModel, dry: boolean): string {
         ]),
     '',
   ].join('\n');
+}
+
+/** The shape of one request's output (batch 1). */
+export function outputShape(m: GpuModel): number[] {
+  return m.pooled === true ? [1, m.hidden] : [1, SEQ, m.hidden];
 }
 
 /** The model's graph_spec entries (all three inputs at the benchmark's sequence length), or nothing. */

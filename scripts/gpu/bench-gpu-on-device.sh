@@ -40,6 +40,9 @@ if [ "$mode" = stage ]; then
     python3 scripts/make_examples.py --bert "$T/models/bert-$dt" --dtype "$dt" 2>&1 | grep -v Warning | tail -8
     log "bert-$dt exported in $(( $(date +%s) - t )) s: $(ls -la "$T/models/bert-$dt/model.onnx" 2>&1)"
   done
+  t=$(date +%s)
+  python3 scripts/make_examples.py --bert "$T/models/bert-fp16-pooled" --dtype fp16 --pooled 2>&1 | grep -v Warning | tail -4
+  log "bert-fp16-pooled exported in $(( $(date +%s) - t )) s: $(ls -la "$T/models/bert-fp16-pooled/model.onnx" 2>&1)"
   log "check: onnxruntime-gpu baseline, bert-fp16, batch 1 and 32"
   python3 bench/gpu/baselines.py ort --model "$T/models/bert-fp16/model.onnx" --batches 1,32 --ms 300 2>&1 | tail -6
   log "check: torch fp16 CUDA graph, batch 32"
