@@ -15,13 +15,15 @@ step() { printf '\n=== %s\n' "$*"; }
 
 # Node and node_modules as tensorrt-on-device.sh left them.
 export PATH=/tmp/trt-node:$PATH
-[ -e node_modules ] || ln -s /tmp/trt-node/node_modules node_modules
+# node_modules with tsx (bench-gpu-on-device.sh links one without it)
+[ -e node_modules/tsx ] || { rm -f node_modules; ln -s /tmp/trt-node/node_modules node_modules; }
 command -v node >/dev/null || { echo "no Node on this machine: run tensorrt-on-device.sh stage first"; exit 3; }
 export NEREID_TENSORRT_HOME=/tmp/nereid-trt-home
 # CUDA 13 / cuDNN 9 from torch's nvidia-* wheels, as bench-gpu-on-device.sh finds them.
 nv=$(python3 -c "import glob, os, nvidia; print(':'.join(sorted(glob.glob(os.path.join(os.path.dirname(nvidia.__path__[0]), 'nvidia', '*', 'lib')))))" 2>/dev/null || true)
 export LD_LIBRARY_PATH="${nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nereid() { node --conditions=nereid-source --import "$ROOT/node_modules/tsx/dist/loader.mjs" "$ROOT/src/cli/main.ts" "$@"; }
+# An array, not a function: `timeout` runs commands only.
+NEREID=(node --conditions=nereid-source --import "$ROOT/node_modules/tsx/dist/loader.mjs" "$ROOT/src/cli/main.ts")
 
 step "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1); $(nproc) CPUs; node $(node --version)"
 
@@ -29,7 +31,7 @@ step "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --forma
 tune() {
   step "tune $1 (quick, budget ${BUDGET}s)"
   # Sequence length 128 (the plan's profiles fix it; the ONNX model takes it as its benchmark does).
-  timeout $((BUDGET + 120)) nereid tune "$2" --kind gpu --gpus 0 --concurrency 1,8,32 --time-budget "$BUDGET" \
+  timeout $((BUDGET + 120)) "${NEREID[@]}" tune "$2" --kind gpu --gpus 0 --concurrency 1,8,32 --time-budget "$BUDGET" \
     --shape input_ids:128 --shape attention_mask:128 --shape token_type_ids:128 --output "$OUT/tune-$1"
   echo "exit $?"
   sed -n '1,12p' "$OUT/tune-$1/report.md" 2>/dev/null
