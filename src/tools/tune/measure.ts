@@ -1,57 +1,27 @@
 /**
- * One measurement point of `nereid tune`: a closed loop of `concurrency` HTTP clients (keep-alive, binary tensor
- * data) sending the prepared requests round-robin. A warm-up first, then fixed windows until the 95% confidence
- * interval of the windows' throughput is within `ciTarget` of the mean, or the time cap. The load generator's own
- * ceiling is measured the same way against the health endpoint, so a point near it is marked as such.
+ * One measurement point of `nereid tune`: the closed loop of loop.ts, run on a load-generator thread of its own
+ * (loadgen-thread.ts), with the GPU sampled here over its measured part. The load generator's own ceiling is
+ * measured the same way against the health endpoint, so a point near it is marked as such.
  */
-import http from 'node:http';
-import { cpus } from 'node:os';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { encodeInferRequest } from '../../client/http-codec.js';
 import { toWireInput } from '../../client/tensors.js';
 import type { GpuSampler } from './gpu.js';
 import type { TuneRequest } from './inputs.js';
+import type { LoopOptions, LoopResult, Prepared } from './loop.js';
 
-export interface PointOptions {
-  /** Base URL of the server, `http://host:port`. */
-  url: string;
-  concurrency: number;
-  warmupMs: number;
-  /** Time cap of the measured part. */
-  maxMs: number;
-  /** Relative half-width of the 95% confidence interval that counts as stable (0.05: ±5%). */
-  ciTarget?: number;
+export interface PointOptions extends LoopOptions {
   /** Samples GPU use over the measured part, when the candidates run on GPUs. */
   gpu?: GpuSampler;
   signal?: AbortSignal;
 }
 
-export interface PointResult {
-  concurrency: number;
-  /** Successful inferences per second over the measured windows. */
-  throughput: number;
-  p50Ms: number;
-  p99Ms: number;
-  requests: number;
-  errors: number;
-  /** The first error's status and message, when there were errors. */
-  firstError?: string;
-  /** Relative half-width of the throughput's 95% confidence interval. */
-  ci: number;
-  stable: boolean;
-  /** Machine-wide CPU use over the point, 0–100. */
-  cpuPct: number;
+export interface PointResult extends LoopResult {
   /** Mean GPU utilization, 0–100, and peak GPU memory used (MiB), when sampled. */
   gpuPct?: number;
   gpuMemMiB?: number;
-  measuredMs: number;
-}
-
-/** A prepared request: body and headers, encoded once. */
-interface Prepared {
-  path: string;
-  method: 'POST' | 'GET';
-  body?: Uint8Array;
-  headers: Record<string, string | number>;
 }
 
 export function prepareInfer(model: string, requests: readonly TuneRequest[]): Prepared[] {
@@ -68,128 +38,47 @@ export function prepareInfer(model: string, requests: readonly TuneRequest[]): P
 
 const HEALTH: Prepared = { path: '/v2/health/live', method: 'GET', headers: {} };
 
-function cpuTimes(): { busy: number; total: number } {
-  let busy = 0;
-  let total = 0;
-  for (const c of cpus()) {
-    const t = c.times.user + c.times.nice + c.times.sys + c.times.irq;
-    busy += t;
-    total += t + c.times.idle;
-  }
-  return { busy, total };
+const ext = extname(fileURLToPath(import.meta.url));
+const THREAD_URL = new URL(`./loadgen-thread${ext}`, import.meta.url);
+
+/** The load-generator thread, with this module's extension (src/*.ts under tsx, dist/*.js after tsc). */
+function spawnLoadThread(data: { prepared: readonly Prepared[]; options: LoopOptions }): Worker {
+  const options = { workerData: data, name: 'nereid-tune-loadgen' };
+  if (ext !== '.ts') return new Worker(THREAD_URL, options);
+  // Under tsx the thread registers tsx's loader before importing its entry (as src/frontend/spawn.ts does).
+  const api = import.meta.resolve('tsx/esm/api');
+  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(THREAD_URL.href)}); })`;
+  return new Worker(code, { ...options, eval: true });
 }
 
-function send(agent: http.Agent, base: URL, r: Prepared): Promise<number | string> {
-  return new Promise((resolve) => {
-    const req = http.request(
-      { host: base.hostname, port: base.port, path: r.path, method: r.method, agent, headers: r.headers },
-      (res) => {
-        const chunks: Buffer[] = [];
-        const ok = res.statusCode === 200;
-        res.on('data', (c: Buffer) => {
-          if (!ok) chunks.push(c);
-        });
-        res.on('end', () => resolve(ok ? 200 : `HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8')}`));
-      },
-    );
-    req.on('error', (err) => resolve(err.message));
-    req.end(r.body);
+/** Runs one point against `prepared` (round-robin) on a load-generator thread; the GPU is sampled here. */
+export function measurePoint(prepared: readonly Prepared[], o: PointOptions): Promise<PointResult> {
+  const { url, concurrency, warmupMs, maxMs, ciTarget } = o;
+  const worker = spawnLoadThread({ prepared, options: { url, concurrency, warmupMs, maxMs, ciTarget } });
+  let stopGpu: ReturnType<GpuSampler['start']> | undefined;
+  const abort = (): void => worker.postMessage('stop');
+  if (o.signal?.aborted) abort();
+  else o.signal?.addEventListener('abort', abort, { once: true });
+  let done = false;
+  return new Promise<PointResult>((resolve, reject) => {
+    const finish = (err: Error | undefined, r?: LoopResult): void => {
+      if (done) return;
+      done = true;
+      o.signal?.removeEventListener('abort', abort);
+      const gpu = stopGpu?.();
+      stopGpu = undefined;
+      void worker.terminate();
+      if (err !== undefined) reject(err);
+      else resolve({ ...r!, gpuPct: gpu?.utilPct, gpuMemMiB: gpu?.memUsedMiB });
+    };
+    worker.on('message', (m: { measuring?: true; result?: LoopResult; error?: string }) => {
+      if (m.measuring) stopGpu = o.gpu?.start();
+      else if (m.result !== undefined) finish(undefined, m.result);
+      else finish(new Error(`load generator: ${m.error}`));
+    });
+    worker.on('error', (err) => finish(err));
+    worker.on('exit', (code) => finish(new Error(`load generator thread exited (${code}) before its result`)));
   });
-}
-
-const percentile = (sorted: readonly number[], p: number): number =>
-  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-
-/** Mean and relative 95% half-width of per-window counts. */
-function confidence(windows: readonly number[]): { mean: number; ci: number } {
-  const n = windows.length;
-  const mean = windows.reduce((a, b) => a + b, 0) / Math.max(1, n);
-  if (n < 2 || mean === 0) return { mean, ci: Infinity };
-  const sd = Math.sqrt(windows.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1));
-  return { mean, ci: (1.96 * sd) / Math.sqrt(n) / mean };
-}
-
-/** Runs one point against `prepared` (round-robin). */
-// Long: the closed loop, its window clock and the stop rule read best together.
-export async function measurePoint(prepared: readonly Prepared[], o: PointOptions): Promise<PointResult> {
-  const base = new URL(o.url);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: o.concurrency });
-  const windowMs = Math.max(25, Math.min(250, o.maxMs / 12));
-  const ciTarget = o.ciTarget ?? 0.05;
-  const latencies: number[] = [];
-  const windows: number[] = [];
-  let current = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  let measuring = false;
-  let stop = false;
-  let cpu0 = cpuTimes();
-  let measuredFrom = 0;
-  let stopGpu: (() => ReturnType<ReturnType<GpuSampler['start']>>) | undefined;
-  const clock = setTimeout(function startMeasuring() {
-    measuring = true;
-    measuredFrom = performance.now();
-    cpu0 = cpuTimes();
-    stopGpu = o.gpu?.start();
-    const tick = setInterval(() => {
-      windows.push(current);
-      current = 0;
-      const elapsed = performance.now() - measuredFrom;
-      const { ci } = confidence(windows);
-      if ((windows.length >= 5 && ci <= ciTarget) || elapsed >= o.maxMs || o.signal?.aborted) {
-        stop = true;
-        clearInterval(tick);
-      }
-    }, windowMs);
-  }, o.warmupMs);
-  const abort = (): void => {
-    stop = true;
-  };
-  o.signal?.addEventListener('abort', abort, { once: true });
-  let next = 0;
-  try {
-    await Promise.all(
-      Array.from({ length: o.concurrency }, async () => {
-        while (!stop) {
-          const r = prepared[next++ % prepared.length];
-          const t = performance.now();
-          const status = await send(agent, base, r);
-          if (!measuring || stop) continue;
-          if (status === 200) {
-            latencies.push(performance.now() - t);
-            current++;
-          } else {
-            errors++;
-            firstError ??= String(status);
-          }
-        }
-      }),
-    );
-  } finally {
-    clearTimeout(clock);
-    o.signal?.removeEventListener('abort', abort);
-    agent.destroy();
-  }
-  const measuredMs = windows.length * windowMs;
-  const cpu1 = cpuTimes();
-  const gpu = stopGpu?.();
-  latencies.sort((a, b) => a - b);
-  const { mean, ci } = confidence(windows);
-  return {
-    concurrency: o.concurrency,
-    throughput: (mean * 1000) / windowMs,
-    p50Ms: percentile(latencies, 50),
-    p99Ms: percentile(latencies, 99),
-    requests: latencies.length,
-    errors,
-    firstError,
-    ci,
-    stable: ci <= ciTarget,
-    cpuPct: cpu1.total > cpu0.total ? (100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total) : 0,
-    gpuPct: gpu?.utilPct,
-    gpuMemMiB: gpu?.memUsedMiB,
-    measuredMs,
-  };
 }
 
 /** The load generator's ceiling at `concurrency`: requests/s it drives against the health endpoint. */
