@@ -34,7 +34,7 @@ import {
   split,
   startServe,
 } from './gpu/http-load.js';
-import { report, type GpuRow } from './gpu/report.js';
+import { formedBatch, report, type GpuRow } from './gpu/report.js';
 import { stopProcess } from './servers/server.js';
 import { gpuModels, modelConfig, outputShape, SEQ } from './gpu/models.js';
 
@@ -213,7 +213,7 @@ async function formedBaselines(): Promise<void> {
           r.avg_batch !== undefined &&
           MODELS.some((x) => x.name === r.model && x.baseline === base),
       )
-      .map((r) => Math.max(1, Math.round(r.avg_batch!)))
+      .map(formedBatch)
       .filter((b) => !have.has(b));
     const want = [...new Set(formed)].sort((a, b) => a - b);
     if (want.length === 0) continue;

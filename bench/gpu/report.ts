@@ -30,6 +30,21 @@ export interface ReportRun {
   setup: string;
 }
 
+/** The onnxruntime baseline's rows for model `m` (several configs share one baseline). */
+function ortRows(rows: readonly GpuRow[], m: GpuModel): GpuRow[] {
+  return rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+}
+
+/** How a server row ran when not by default, as its label's last parenthesis (` (thread, …)`), else ''. */
+function variant(r: GpuRow): string {
+  return r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : '';
+}
+
+/** The batch size a server row's dynamic batcher formed, rounded (1 at least). */
+export function formedBatch(r: GpuRow): number {
+  return Math.max(1, Math.round(r.avg_batch ?? 1));
+}
+
 /** The report: Nereid rows against the onnxruntime baseline at its best batch, absolute numbers beside ratios. */
 export function report(run: ReportRun): string {
   const { rows, models: MODELS, skipped, ceiling } = run;
@@ -48,17 +63,17 @@ export function report(run: ReportRun): string {
   );
   const torchBest = best(rows.filter((r) => r.what.startsWith('torch')));
   for (const m of MODELS) {
-    const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+    const base = ortRows(rows, m);
     const b = best(base);
     const b1 = base.find((r) => r.batch === 1);
     for (const r of rows.filter((x) => x.model === m.name && x.concurrency !== undefined)) {
       const torch = m.name.startsWith('bert') && torchBest !== undefined;
-      const at = base.find((x) => r.avg_batch !== undefined && x.batch === Math.max(1, Math.round(r.avg_batch)));
+      const at = base.find((x) => r.avg_batch !== undefined && x.batch === formedBatch(r));
       const sp = r.split
         ? [r.split.queue, r.split.input, r.split.infer, r.split.output].map((x) => fmt(x)).join(' · ')
         : '';
       out.push(
-        `| ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ${sp} | ` +
+        `| ${m.name}${variant(r)} | ${m.count} | ${r.concurrency} | ${fmt(r.seq_s)} | ${fmt(r.p50_us)} | ${fmt(r.p99_us)} | ${fmt(r.avg_batch, 1)} | ${sp} | ` +
           `${at ? `${fmt(at.seq_s)} (${at.batch})` : '–'} | ${at ? fmt(r.seq_s / at.seq_s, 2) : '–'} | ` +
           `${b ? `${fmt(b.seq_s)} (${b.batch})` : '–'} | ${b ? fmt(r.seq_s / b.seq_s, 2) : '–'} | ` +
           `${torch ? `${fmt(torchBest.seq_s)} (${torchBest.batch})` : '–'} | ${torch ? fmt(r.seq_s / torchBest.seq_s, 2) : '–'} | ` +
@@ -72,7 +87,7 @@ export function report(run: ReportRun): string {
     '',
   );
   for (const m of MODELS) {
-    const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+    const base = ortRows(rows, m);
     const b = best(base);
     const b1 = base.find((r) => r.batch === 1);
     const mine = rows.filter((r) => r.model === m.name && r.concurrency !== undefined);
@@ -93,16 +108,16 @@ export function report(run: ReportRun): string {
     '',
   );
   for (const m of MODELS) {
-    const base = rows.filter((r) => r.what === 'ort' && r.model === m.baseline);
+    const base = ortRows(rows, m);
     const goal = m.pooled === true ? 0.95 : 0.9;
     const b = best(base);
     for (const r of rows.filter((x) => x.model === m.name && (x.concurrency === 64 || x.concurrency === 128))) {
-      const formed = Math.max(1, Math.round(r.avg_batch ?? 1));
+      const formed = formedBatch(r);
       const ref = r.concurrency === 64 ? base.find((x) => x.batch === formed) : b;
       if (ref === undefined) continue;
       const ratio = r.seq_s / ref.seq_s;
       out.push(
-        `- ${m.name}${r.what.endsWith(')') ? r.what.slice(r.what.lastIndexOf(' (')) : ''} c=${r.concurrency}: ${fmt(r.seq_s)} vs ${fmt(ref.seq_s)} (batch ${ref.batch}) = ${fmt(ratio, 2)} (goal ${goal}) ${ratio >= goal ? 'MET' : 'NOT MET'}`,
+        `- ${m.name}${variant(r)} c=${r.concurrency}: ${fmt(r.seq_s)} vs ${fmt(ref.seq_s)} (batch ${ref.batch}) = ${fmt(ratio, 2)} (goal ${goal}) ${ratio >= goal ? 'MET' : 'NOT MET'}`,
       );
     }
   }
