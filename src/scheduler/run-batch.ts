@@ -69,8 +69,9 @@ export class BatchCancels {
  *
  * `freed` runs once, as soon as the execution settles and before any member is answered: the scheduler gives the
  * instance back and starts its next batch there, so the engine computes batch N+1 while the answers of batch N are
- * written to their sockets. Answering first left a GPU instance idle for every response's write (30 HTTP responses
- * of 196 KB after each BERT batch: measured, the instance was busy 30–70 % of the time at concurrency 64).
+ * written to their sockets. Answering first kept an instance from its queue for every response's write (about 30
+ * HTTP answers of 196 KB after each BERT batch; on the H200, TensorRT at concurrency 64: 4,557 → 4,744 seq/s, with
+ * the instance still idle 43 % of the time for other reasons, see bench/results/tensorrt-bert-base-fp16.md).
  */
 // Long: one batch's state (last responses, errors, final flags) is shared by the responder the engine calls and by
 // the settling after execute; it stays locals of one function, read in execution order, on the hot path of every
