@@ -39,7 +39,8 @@ import {
   split,
   startServe,
 } from './gpu/http-load.js';
-import { nvidiaSmi } from './gpu/table.js';
+import { report, type Row } from './gpu/tensorrt-report.js';
+import { enginePhases } from './gpu/tensorrt-phases.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string | undefined): string | undefined => {
@@ -56,7 +57,7 @@ const BARE_BATCHES = [1, 8, 32, 64];
 const CONCURRENCY = [1, 64, 128];
 /**
  * The servers of the HTTP rows (`--servers plain/1,tuned/1,tuned/0`): the model's config as Triton's defaults
- * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, coalesce-request-input, execution-policy
+ * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, busy-wait events, coalesce-request-input, execution-policy
  * BLOCKING), each with that
  * many front-end threads (0 = the server's default, one per core from 4 cores).
  */
@@ -64,17 +65,6 @@ const SERVERS = arg('servers', 'plain/1,tuned/1,tuned/0')!
   .split(',')
   .map((v) => ({ tuned: v.startsWith('tuned'), threads: Number(v.split('/')[1] ?? 1) }));
 
-interface Row {
-  what: string;
-  batch?: number;
-  concurrency?: number;
-  seq_s: number;
-  p50_us: number;
-  p99_us?: number;
-  avg_batch?: number;
-  split?: { queue: number; input: number; infer: number; output: number };
-  errors?: number;
-}
 const rows: Row[] = [];
 
 function skip(why: string): never {
@@ -156,31 +146,13 @@ function profileChildren(label: string): void {
  * Nereid's backend called directly: batches of `batch` rows, closed loop, one instance; once with outputs copied
  * out for the caller (what every consumer but an HTTP writer gets) and once viewing the child's block (viewsOk, the
  * lease released as soon as the response arrives: what the HTTP binary path does after its write). Then two
- * instances of the model on the GPU, each with its own closed loop (outputs viewed, execution-policy as default:
- * DEVICE_BLOCKING, so their GPU work never overlaps): one instance's host work (the request's trip to the engine
- * process and back, its Python) runs while the other's batch is on the GPU, as a server's instances do.
+ * instances of the model on the GPU, each with its own closed loop (outputs viewed): with Triton's default
+ * execution-policy DEVICE_BLOCKING (their GPU work never overlaps; one instance's host work, the request's trip
+ * to the engine process and back and its Python, runs while the other's batch is on the GPU), and with BLOCKING
+ * (each instance's stream runs when it is ready, so the GPU also overlaps one batch's copies with the other's
+ * kernels).
  */
 async function direct(config: ModelConfig, batches: number[]): Promise<void> {
-  const backend = tensorrtBackend();
-  const name = 'trt';
-  const handle = await backend.load({
-    name,
-    version: 1,
-    config: finalizeConfig(config, name),
-    modelDir: join(plan!, '..', '..'),
-    modelPath: plan!,
-    backendConfig: {},
-    logLevel: 'warn',
-    logger: noopLogger,
-  });
-  const spec = (index: number) => ({
-    name: `${name}_${index}`,
-    index,
-    kind: 'KIND_GPU' as const,
-    device: 0,
-    profiles: [],
-  });
-  const insts = [await handle.createInstance(spec(0)), await handle.createInstance(spec(1))];
   const outputs = (config.output ?? []).map((o) => o.name ?? '');
   const signal = new AbortController().signal;
   const responder = {
@@ -188,7 +160,36 @@ async function direct(config: ModelConfig, batches: number[]): Promise<void> {
       if (r !== null && !(r instanceof Error)) r.lease?.release();
     },
   };
-  const measure = async (batch: number, viewsOk: boolean, loops: number, what: string): Promise<void> => {
+  const load = async (policy: string) => {
+    const backend = tensorrtBackend();
+    const name = 'trt';
+    const handle = await backend.load({
+      name,
+      version: 1,
+      config: finalizeConfig(config, name),
+      modelDir: join(plan!, '..', '..'),
+      modelPath: plan!,
+      backendConfig: { 'execution-policy': policy },
+      logLevel: 'warn',
+      logger: noopLogger,
+    });
+    const spec = (index: number) => ({
+      name: `${name}_${index}`,
+      index,
+      kind: 'KIND_GPU' as const,
+      device: 0,
+      profiles: [],
+    });
+    return { handle, insts: [await handle.createInstance(spec(0)), await handle.createInstance(spec(1))] };
+  };
+  const phases = enginePhases();
+  const measure = async (
+    insts: Awaited<ReturnType<typeof load>>['insts'],
+    batch: number,
+    viewsOk: boolean,
+    loops: number,
+    what: string,
+  ): Promise<void> => {
     const inputs = inputsOf(config, batch);
     const run = async (k: number): Promise<void> => {
       await insts[k]!.execute([{ inputs, outputs, batchSize: batch, viewsOk }], responder, signal);
@@ -202,6 +203,7 @@ async function direct(config: ModelConfig, batches: number[]): Promise<void> {
       }),
     );
     const lat: number[] = [];
+    phases.mark();
     const end = performance.now() + MS;
     await Promise.all(
       Array.from({ length: loops }, async (_, k) => {
@@ -220,17 +222,22 @@ async function direct(config: ModelConfig, batches: number[]): Promise<void> {
       seq_s: (lat.length * batch) / (MS / 1000),
       p50_us: percentile(lat, 50),
       p99_us: percentile(lat, 99),
+      engine: phases.take(),
     });
   };
-  try {
-    for (const batch of batches) {
-      await measure(batch, false, 1, 'outputs copied');
-      await measure(batch, true, 1, 'outputs viewed');
+  for (const policy of ['DEVICE_BLOCKING', 'BLOCKING']) {
+    const { handle, insts } = await load(policy);
+    try {
+      if (policy === 'DEVICE_BLOCKING')
+        for (const batch of batches) {
+          await measure(insts, batch, false, 1, 'outputs copied');
+          await measure(insts, batch, true, 1, 'outputs viewed');
+        }
+      await measure(insts, Math.max(...batches), true, 2, `outputs viewed, 2 instances, ${policy}`);
+    } finally {
+      for (const inst of insts) await inst.destroy();
+      await handle.unload();
     }
-    await measure(Math.max(...batches), true, 2, 'outputs viewed, 2 instances');
-  } finally {
-    for (const inst of insts) await inst.destroy();
-    await handle.unload();
   }
 }
 
@@ -267,7 +274,7 @@ async function overHttp(config: ModelConfig, work: string): Promise<void> {
     const repo = join(work, server.tuned ? 'tuned' : 'plain');
     await mkdir(join(repo, 'trt', '1'), { recursive: true });
     await copyFile(plan!, join(repo, 'trt', '1', 'model.plan'));
-    const graphs = server.tuned ? 'optimization { cuda { graphs: true } }\n' : '';
+    const graphs = server.tuned ? 'optimization { cuda { graphs: true busy_wait_events: true } }\n' : '';
     await writeFile(
       join(repo, 'trt', 'config.pbtxt'),
       `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n${graphs}`,
@@ -299,15 +306,18 @@ async function serveAndDrive(
       '--backend-config=tensorrt,execution-policy=BLOCKING',
     );
   const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000 });
+  const phases = enginePhases();
   const label =
-    (tuned ? ', tuned (graphs, coalesced, BLOCKING)' : ', config as given') +
+    (tuned ? ', tuned (graphs, busy-wait, coalesced, BLOCKING)' : ', config as given') +
     (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads');
   try {
     const path = '/v2/models/trt/infer';
     for (const c of CONCURRENCY) {
       const before = await inferenceCounts(http, 'trt');
       profileChildren(`before HTTP c=${c}`);
+      phases.mark();
       const r = await drive(http, path, file, headers, c, TIMING);
+      const engine = phases.take();
       profileChildren(`HTTP c=${c}`);
       const after = await inferenceCounts(http, 'trt');
       add({
@@ -316,57 +326,12 @@ async function serveAndDrive(
         ...r,
         avg_batch: averageBatch(before, after),
         split: split(before, after),
+        engine,
       });
     }
   } finally {
     await stopProcess(child);
   }
-}
-
-function ratio(a: number | undefined, b: number | undefined): string {
-  return a === undefined || b === undefined ? '–' : (a / b).toFixed(3);
-}
-
-function report(): string {
-  const bareAt = (b: number): Row | undefined => rows.find((r) => r.what.startsWith('bare') && r.batch === b);
-  const bareBest = rows
-    .filter((r) => r.what.startsWith('bare'))
-    .reduce<Row | undefined>((a, r) => (!a || r.seq_s > a.seq_s ? r : a), undefined);
-  const d32 = rows.find((r) => r.what.endsWith('(outputs viewed)') && r.batch === 32);
-  const d32x2 = rows.find((r) => r.what.includes('2 instances') && r.batch === 32);
-  const cannedAt = (c: number): Row | undefined =>
-    rows.find((r) => r.what.startsWith('load generator') && r.concurrency === c);
-  const canned = cannedAt(1);
-  const servers = [...new Set(rows.filter((r) => r.what.startsWith('nereid')).map((r) => r.what))];
-  const httpGoals = servers.flatMap((what) => {
-    const at = (c: number) => rows.find((r) => r.what === what && r.concurrency === c);
-    const [c1, c64, c128] = [at(1), at(64), at(128)];
-    const formed = c64?.avg_batch !== undefined ? Math.max(1, Math.round(c64.avg_batch)) : undefined;
-    return [
-      `- ${what}:`,
-      `  - c=64 / bare at the batch formed (${formed ?? '?'}): ${ratio(c64?.seq_s, formed !== undefined ? bareAt(formed)?.seq_s : undefined)} (goal ≥ 0.90; the load generator's ceiling there ${cannedAt(64)?.seq_s.toFixed(0) ?? '?'}/s)`,
-      `  - c=128 / bare's best (batch ${bareBest?.batch}): ${ratio(c128?.seq_s, bareBest?.seq_s)} (goal ≥ 0.90; ceiling ${cannedAt(128)?.seq_s.toFixed(0) ?? '?'}/s)`,
-      `  - c=1 p50 − bare batch-1 p50: ${c1 && bareAt(1) ? (c1.p50_us - bareAt(1)!.p50_us).toFixed(0) : '?'} µs; allowed: canned round trip ${canned?.p50_us.toFixed(0) ?? '?'} + 150 µs`,
-    ];
-  });
-  const out = [
-    `# TensorRT benchmark: ${plan} (${new Date().toISOString()})`,
-    '',
-    `${nvidiaSmi('name,driver_version')}; Node ${process.version}; ${MS} ms per point.`,
-    '',
-    '| what | batch / c | seq/s | p50 µs | p99 µs | avg batch | µs/request: queue · input · infer · output |',
-    '|---|---:|---:|---:|---:|---:|---|',
-    ...rows.map(
-      (r) =>
-        `| ${r.what} | ${r.batch ?? `c=${r.concurrency}`} | ${r.seq_s.toFixed(0)} | ${r.p50_us.toFixed(0)} | ${r.p99_us?.toFixed(0) ?? '–'} | ${r.avg_batch?.toFixed(1) ?? ''} | ${r.split ? [r.split.queue, r.split.input, r.split.infer, r.split.output].map((x) => x.toFixed(0)).join(' · ') : ''} |`,
-    ),
-    '',
-    '## Goals',
-    '',
-    `- backend direct / bare at batch 32: ${ratio(d32?.seq_s, bareAt(32)?.seq_s)} one instance, ${ratio(d32x2?.seq_s, bareAt(32)?.seq_s)} two (goal ≥ 0.95)`,
-    ...httpGoals,
-  ];
-  return `${out.join('\n')}\n`;
 }
 
 if (plan === undefined || !existsSync(plan)) skip('no TensorRT plan (give --plan PATH or set NEREID_BENCH_PLAN)');
@@ -392,7 +357,7 @@ const formedAll = rows.filter((r) => r.concurrency === 64 && r.avg_batch !== und
 const formed = [...new Set(formedAll.map((r) => Math.max(1, Math.round(r.avg_batch!))))];
 const missing = formed.filter((b) => !BARE_BATCHES.includes(b));
 if (missing.length > 0) bare(missing);
-const md = report();
+const md = report(rows, `${plan}`, MS);
 await mkdir(OUT, { recursive: true });
 await writeFile(join(OUT, `tensorrt-${LABEL}.md`), md);
 await writeFile(join(OUT, `tensorrt-${LABEL}.json`), `${JSON.stringify({ plan, rows }, null, 2)}\n`);

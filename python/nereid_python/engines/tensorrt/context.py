@@ -29,7 +29,7 @@ from nereid_python.api import InferenceResponse, TritonError
 from nereid_python.runtime import STATE
 from nereid_python.tensor import Tensor
 
-from . import gpu as cuda, outputs, profiles, trace
+from . import gpu as cuda, graphs, outputs, profiles, trace
 from .loader import TensorRTError
 
 
@@ -42,16 +42,6 @@ def _prod(dims) -> int:
 
 def _host_view(ptr: int, nbytes: int) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))[:nbytes]
-
-
-class _Graph:
-    __slots__ = ("graph", "exec", "out_shapes")
-
-    def __init__(self, graph, graph_exec, out_shapes: dict[str, list[int]]) -> None:
-        self.graph = graph
-        self.exec = graph_exec
-        # Output shapes at capture: a replay never asks the context (its shapes may have moved on since).
-        self.out_shapes = out_shapes
 
 
 class Instance:
@@ -107,7 +97,7 @@ class Instance:
         self._allocate()
         self.staging: dict[str, tuple[int, int]] = {}
         self.gather: dict[str, tuple[int, int]] = {}
-        self.graphs: dict[tuple, _Graph] = {}
+        self.graphs: dict[tuple, graphs.Graph] = {}
         # The input shapes each context was last given, and the output shapes per (profile, input shapes): setting
         # a context's shapes costs TensorRT work at the next enqueue (bare TensorRT on the H200, BERT-base batch 32:
         # 2 % slower with the same shapes set before every run, 9 % when they alternate), so shapes are set only
@@ -115,7 +105,7 @@ class Instance:
         self._shapes_set: dict[int, tuple] = {}
         self._out_shapes: dict[tuple, dict[str, list[int]]] = {}
         if options.get("graphs"):
-            self._capture_graphs(options.get("graph_specs") or [])
+            self.graphs = graphs.capture(self, options.get("graph_specs") or [])
             self._shapes_set.clear()
         if trace.enabled():
             engine = shared.engine
@@ -169,58 +159,6 @@ class Instance:
             ptr = cuda.malloc_host(size)
             table[name] = (ptr, size)
         return ptr
-
-    def _capture_graphs(self, specs: list[dict]) -> None:
-        """One graph per spec (batch size + input shapes), or, without specs, per batch size 1..max_batch_size
-        when every non-batch dim is fixed in the profile (a graph replays fixed shapes only)."""
-        wanted: list[dict[str, list[int]]] = []
-        p0 = self.profile_ids[0]
-        if specs:
-            for s in specs:
-                shapes = {}
-                for t in self.inputs:
-                    dims = s.get("inputs", {}).get(t["name"])
-                    if dims is None:
-                        rng = self.shared.facts["profiles"][p0]["inputs"][t["name"]]
-                        if rng["min"][1 if self.batching else 0 :] != rng["max"][1 if self.batching else 0 :]:
-                            raise TensorRTError(f"graph_spec (batch_size {s.get('batch_size', 0)}) gives no shape for input '{t['name']}', whose dims are dynamic", "INVALID_ARG")
-                        dims = rng["max"][1:] if self.batching else rng["max"]
-                    shapes[t["name"]] = ([int(s.get("batch_size", 0))] if self.batching else []) + [int(d) for d in dims]
-                wanted.append(shapes)
-        else:
-            fixed = all(
-                r["min"][1:] == r["max"][1:] for r in (self.shared.facts["profiles"][p0]["inputs"][t["name"]] for t in self.inputs)
-            )
-            if not fixed:
-                self.log(f"instance {self.name}: optimization.cuda.graphs is on without graph_spec, but inputs have dynamic non-batch dims: no graph captured (add graph_spec entries)")
-                return
-            rows = range(1, self.max_batch_size + 1) if self.batching else [0]
-            for b in rows:
-                shapes = {t["name"]: ([b] if self.batching else []) + self.shared.facts["profiles"][p0]["inputs"][t["name"]]["max"][1 if self.batching else 0 :] for t in self.inputs}
-                wanted.append(shapes)
-        for shapes in wanted:
-            p = profiles.select(self.shared.facts["profiles"], self.profile_ids, shapes)
-            if p is None:
-                raise TensorRTError(f"graph_spec shapes {shapes} fit none of this instance's profiles {self.profile_ids}", "INVALID_ARG")
-            ctx = self.contexts[p]
-            for n, s in shapes.items():
-                ctx.set_input_shape(n, s)
-            # TensorRT needs one plain run with the new shapes before capture (it applies deferred state then).
-            if not ctx.execute_async_v3(int(self.stream)):
-                raise TensorRTError(f"instance {self.name}: warm-up run before graph capture failed: {' | '.join(self.shared.logger.take())}")
-            cuda.stream_sync(self.stream)
-            cuda.begin_capture(self.stream)
-            ok = ctx.execute_async_v3(int(self.stream))
-            graph = cuda.end_capture(self.stream)
-            if not ok:
-                raise TensorRTError(f"instance {self.name}: graph capture failed: {' | '.join(self.shared.logger.take())}")
-            outs = {t["name"]: [int(d) for d in ctx.get_tensor_shape(t["name"])] for t in self.outputs}
-            self.graphs[(p, self._key(shapes))] = _Graph(graph, cuda.graph_instantiate(graph), outs)
-        self.log(f"instance {self.name}: captured {len(self.graphs)} CUDA graph(s)")
-
-    @staticmethod
-    def _key(shapes: dict[str, list[int]]) -> tuple:
-        return tuple((n, tuple(s)) for n, s in sorted(shapes.items()))
 
     # -- execution ------------------------------------------------------------------------------------------------
 
@@ -280,15 +218,16 @@ class Instance:
             names = requests[i].requested_output_names()
             wanted_outputs.update(names if names else [t["name"] for t in self.outputs])
         lock = self.shared.device_lock if self.o.get("policy", "DEVICE_BLOCKING") == "DEVICE_BLOCKING" else None
+        tw = trace.now() if trace.enabled() else 0
         if lock is not None:
             lock.acquire()
         try:
-            t0 = trace.now() if trace.enabled() else 0
+            t0 = trace.now() if tw else 0
             starts = [sum(rows[:k]) for k in range(len(rows))]
             per_request = [(starts[k], rows[k], requests[i].requested_output_names() or [t["name"] for t in self.outputs]) for k, i in enumerate(good)]
             out = self._gpu(p, shapes, arrays, wanted_outputs, per_request)
             if t0:
-                trace.record("batch", instance=self.name, t0=t0, t1=trace.now(), requests=len(good), rows=sum(rows), profile=p, shapes=shapes, copies=self._last_copies, graph=self._last_graph)
+                trace.record("batch", instance=self.name, tw=tw, t0=t0, t1=trace.now(), phases=self._last_phases, requests=len(good), rows=sum(rows), profile=p, shapes=shapes, copies=self._last_copies, out_copies=self._last_out_copies, graph=self._last_graph)
         finally:
             if lock is not None:
                 lock.release()
@@ -327,13 +266,15 @@ class Instance:
             cuda.copy_htod(dst, ptr, total, self.stream)
             return 1
         runs: list[list[int]] = []  # [src, nbytes]
+        seg = None  # the segment of the previous piece: a batch's pieces mostly share one, looked up once
         for a in pieces:
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
             src = a.__array_interface__["data"][0]
-            seg = self._segment_of(src)
-            if seg is not None:
-                self.shared.pinning.ensure(*seg)
+            if seg is None or not seg[0] <= src < seg[0] + seg[1]:
+                seg = self._segment_of(src)
+                if seg is not None:
+                    self.shared.pinning.ensure(*seg)
             if self.o.get("coalesce") and runs and runs[-1][0] + runs[-1][1] == src:
                 runs[-1][1] += a.nbytes
             else:
@@ -349,39 +290,53 @@ class Instance:
         sh = self.shared
         ctx = self.contexts[p]
         cuda.set_device(sh.device)
-        key = self._key(shapes)
+        # Traced only: when the copies in were queued, the run enqueued, the copies out queued (where the host's
+        # time inside a batch goes; the GPU's own time is the rest until the wait returns).
+        stamp = trace.now if trace.enabled() else None
+        key = graphs.key(shapes)
         graph = self.graphs.get((p, key)) if self.graphs else None
         if graph is not None:
             all_out = graph.out_shapes
         else:
             all_out = self._set_shapes(p, ctx, key, shapes)
         self._last_copies = {t["name"]: self._copy_in(t["name"], [a[t["name"]] for a in arrays]) for t in self.inputs}
+        t_in = stamp() if stamp else 0
         out_shapes = {n: s for n, s in all_out.items() if n in wanted}
         self._last_graph = graph is not None
         if graph is not None:
             cuda.graph_launch(graph.exec, self.stream)
         elif not ctx.execute_async_v3(int(self.stream)):
             raise TensorRTError(f"execute_async_v3 failed: {' | '.join(sh.logger.take()) or 'TensorRT logged no reason'}")
+        t_run = stamp() if stamp else 0
         if self.computed is not None:
             cuda.event_record(self.computed, self.stream)
             cuda.stream_wait(self.out_stream, self.computed)
+        self._last_out_copies = 0
         result = outputs.copy_out(self, out_shapes, per_request)
-        if result is None:  # no transport block to write into: pinned staging, each request a view of its rows
-            whole = {}
-            for name, shape in out_shapes.items():
-                nbytes = _prod(shape) * self.dtypes[name].itemsize
-                ptr = self._pinned(self.staging, name, nbytes)
-                if nbytes:
-                    cuda.copy_dtoh(ptr, self.device_buffers[name], nbytes, self.out_stream)
-                whole[name] = _host_view(ptr, nbytes).view(self.dtypes[name]).reshape(shape)
-            result = [{n: (a[s : s + r] if self.batching else a) for n, a in whole.items()} for s, r, _ in per_request]
+        if result is None:
+            result = self._staged_out(out_shapes, per_request)
+        t_out = stamp() if stamp else 0
         cuda.event_record(self.done, self.out_stream)
         if self.o.get("busy_wait_events"):
             while not cuda.event_done(self.done):
                 time.sleep(0)
         else:
             cuda.event_sync(self.done)
+        if stamp:
+            self._last_phases = {"in": t_in, "run": t_run, "out": t_out, "done": stamp()}
         return result
+
+    def _staged_out(self, out_shapes: dict[str, list[int]], per_request: list) -> list[dict]:
+        """No transport block to write into: pinned staging, each request a view of its rows."""
+        whole = {}
+        for name, shape in out_shapes.items():
+            nbytes = _prod(shape) * self.dtypes[name].itemsize
+            ptr = self._pinned(self.staging, name, nbytes)
+            if nbytes:
+                cuda.copy_dtoh(ptr, self.device_buffers[name], nbytes, self.out_stream)
+                self._last_out_copies += 1
+            whole[name] = _host_view(ptr, nbytes).view(self.dtypes[name]).reshape(shape)
+        return [{n: (a[s : s + r] if self.batching else a) for n, a in whole.items()} for s, r, _ in per_request]
 
     def _set_shapes(self, p: int, ctx, key: tuple, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
         """Gives context `p` the batch's input shapes unless it has them already; its output shapes for them."""
