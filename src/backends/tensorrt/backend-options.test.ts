@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { addSubPlan, output, readEvents, recorder } from '../../../test/helpers/tensorrt.js';
+import { addSubPlan, fp32, output, readEvents, recorder, request } from '../../../test/helpers/tensorrt.js';
 import { addSubRequest, logFile, tensorrtHarness } from '../../../test/helpers/tensorrt-harness.js';
 
 // Everything here runs against the TEST DOUBLE of TensorRT and CUDA (test/fixtures/tensorrt/double), through the
@@ -29,6 +29,55 @@ describe('tensorrt backend: options and their effect (observed through the doubl
   it('coalesce-request-input: one host-to-device copy per input instead of one per request', async () => {
     assert.equal(await copies({}), 8);
     assert.equal(await copies({ 'coalesce-request-input': 'true' }), 2);
+  });
+
+  it("a batch's outputs leave the GPU in one copy per run contiguous in the device buffer and the response block", async () => {
+    const d2h = async (plan: ReturnType<typeof addSubPlan>, width: number, outputs: string[]): Promise<number> => {
+      const log = logFile();
+      const m = await load(plan, undefined, { env: { NEREID_TRT_DOUBLE_LOG: log } });
+      const inst = await instance(m);
+      const r = recorder();
+      const rowsOf = [1, 1, 2, 1];
+      const req = (rows: number, v: number) =>
+        request(
+          [
+            fp32(
+              'INPUT0',
+              Array.from({ length: rows }, () => Array(width).fill(v)),
+            ),
+            fp32(
+              'INPUT1',
+              Array.from({ length: rows }, () => Array(width).fill(1)),
+            ),
+          ],
+          outputs,
+        );
+      await inst.execute(
+        rowsOf.map((rows, i) => req(rows, i + 1)),
+        r,
+        never,
+      );
+      rowsOf.forEach((rows, i) =>
+        assert.deepEqual([...(output(r.final(i), 'OUTPUT0').data as Float32Array)], Array(rows * width).fill(i + 2)),
+      );
+      return readEvents(log).filter((e) => e.ev === 'memcpy' && e.kind === 'cudaMemcpyDeviceToHost').length;
+    };
+    // One output of 64-byte rows: every request's rows follow the previous one's in both places, so one copy.
+    const t = (name: string, mode: 'INPUT' | 'OUTPUT') => ({ name, mode, dtype: 'FLOAT', shape: [-1, 16] });
+    const range: [number[], number[], number[]] = [
+      [1, 16],
+      [4, 16],
+      [8, 16],
+    ];
+    const wide = addSubPlan({
+      io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT')],
+      profiles: [{ INPUT0: range, INPUT1: range }],
+      compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] } },
+      per_profile: [8 << 20],
+    });
+    assert.equal(await d2h(wide, 16, ['OUTPUT0']), 1);
+    // Two outputs of 16-byte rows: the block interleaves them per request (64-byte aligned), so one copy each.
+    assert.equal(await d2h(addSubPlan(), 4, ['OUTPUT0', 'OUTPUT1']), 8);
   });
 
   it('gather_kernel_buffer_threshold: inputs in that many pieces are gathered first, then copied once', async () => {
