@@ -25,15 +25,11 @@ function ratio(a: number | undefined, b: number | undefined): string {
 /** The table of every row and the goals computed from them, as markdown. */
 export function report(rows: Row[], plan: string, MS: number): string {
   const bareAt = (b: number): Row | undefined => rows.find((r) => r.what.startsWith('bare') && r.batch === b);
-  const bareBest = rows
-    .filter((r) => r.what.startsWith('bare'))
-    .reduce<Row | undefined>((a, r) => (!a || r.seq_s > a.seq_s ? r : a), undefined);
   const best = (xs: Row[]): Row | undefined =>
     xs.reduce<Row | undefined>((a, r) => (!a || r.seq_s > a.seq_s ? r : a), undefined);
+  const bareBest = best(rows.filter((r) => r.what.startsWith('bare')));
   const d32 = best(rows.filter((r) => /\(outputs viewed(, CUDA graphs)?\)$/.test(r.what) && r.batch === 32));
-  const d32x2 = rows
-    .filter((r) => r.what.includes('2 instances') && r.batch === 32)
-    .reduce<Row | undefined>((a, r) => (!a || r.seq_s > a.seq_s ? r : a), undefined);
+  const d32x2 = best(rows.filter((r) => r.what.includes('2 instances') && r.batch === 32));
   const cannedAt = (c: number): Row | undefined =>
     rows.find((r) => r.what.startsWith('load generator') && r.concurrency === c);
   const canned = cannedAt(1);

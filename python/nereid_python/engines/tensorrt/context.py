@@ -311,10 +311,7 @@ class Instance:
         if self.computed is not None:
             cuda.event_record(self.computed, self.stream)
             cuda.stream_wait(self.out_stream, self.computed)
-        self._last_out_copies = 0
-        result = outputs.copy_out(self, out_shapes, per_request)
-        if result is None:
-            result = self._staged_out(out_shapes, per_request)
+        result, self._last_out_copies = outputs.copy_out(self, out_shapes, per_request) or self._staged_out(out_shapes, per_request)
         t_out = stamp() if stamp else 0
         cuda.event_record(self.done, self.out_stream)
         if self.o.get("busy_wait_events"):
@@ -326,17 +323,18 @@ class Instance:
             self._last_phases = {"in": t_in, "run": t_run, "out": t_out, "done": stamp()}
         return result
 
-    def _staged_out(self, out_shapes: dict[str, list[int]], per_request: list) -> list[dict]:
-        """No transport block to write into: pinned staging, each request a view of its rows."""
+    def _staged_out(self, out_shapes: dict[str, list[int]], per_request: list) -> tuple[list[dict], int]:
+        """No transport block to write into: pinned staging, each request a view of its rows; and the copies."""
         whole = {}
+        copies = 0
         for name, shape in out_shapes.items():
             nbytes = _prod(shape) * self.dtypes[name].itemsize
             ptr = self._pinned(self.staging, name, nbytes)
             if nbytes:
                 cuda.copy_dtoh(ptr, self.device_buffers[name], nbytes, self.out_stream)
-                self._last_out_copies += 1
+                copies += 1
             whole[name] = _host_view(ptr, nbytes).view(self.dtypes[name]).reshape(shape)
-        return [{n: (a[s : s + r] if self.batching else a) for n, a in whole.items()} for s, r, _ in per_request]
+        return [{n: (a[s : s + r] if self.batching else a) for n, a in whole.items()} for s, r, _ in per_request], copies
 
     def _set_shapes(self, p: int, ctx, key: tuple, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
         """Gives context `p` the batch's input shapes unless it has them already; its output shapes for them."""

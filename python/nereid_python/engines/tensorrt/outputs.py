@@ -28,7 +28,8 @@ def _prod(dims) -> int:
 
 def copy_out(inst, out_shapes: dict[str, list[int]], per_request: list[tuple[int, int, list[str]]]):
     """Queues the copies on the instance's output stream; returns, per request, {name: array view of its rows}
-    (valid once the stream's work is done), or None where the block cannot be used."""
+    (valid once the stream's work is done) and the number of copies queued, or None where the block cannot be
+    used."""
     arena = STATE.arena
     if arena is None:
         return None
@@ -60,6 +61,5 @@ def copy_out(inst, out_shapes: dict[str, list[int]], per_request: list[tuple[int
         out[k][name] = view[rel : rel + n].view(inst.dtypes[name]).reshape(shape)
     for dst, src_ptr, n in runs:
         cuda.copy_dtoh(dst, src_ptr, n, inst.out_stream)
-    inst._last_out_copies = len(runs)
     preplace(seg, off, base)
-    return out
+    return out, len(runs)
