@@ -59,11 +59,16 @@ const CONCURRENCY = [1, 64, 128];
  * The servers of the HTTP rows (`--servers plain/1,tuned/1,tuned/0`, or NEREID_BENCH_SERVERS): the model's config as Triton's defaults
  * leave it (`plain`) or tuned (`tuned`: CUDA graphs for every batch size, busy-wait events, coalesce-request-input, execution-policy
  * BLOCKING), each with that
- * many front-end threads (0 = the server's default, one per core from 4 cores).
+ * many front-end threads (0 = the server's default, one per core from 4 cores); a third part `general` runs the
+ * engine with NEREID_TRT_WIRE=0 (every batch through the python backend's request objects: the A/B of the wire path).
  */
 const SERVERS = arg('servers', process.env.NEREID_BENCH_SERVERS ?? 'plain/1,tuned/1,tuned/0')!
   .split(',')
-  .map((v) => ({ tuned: v.startsWith('tuned'), threads: Number(v.split('/')[1] ?? 1) }));
+  .map((v) => ({
+    tuned: v.startsWith('tuned'),
+    threads: Number(v.split('/')[1] ?? 1),
+    general: v.split('/')[2] === 'general',
+  }));
 
 const rows: Row[] = [];
 
@@ -287,7 +292,7 @@ async function overHttp(config: ModelConfig, work: string): Promise<void> {
       join(repo, 'trt', 'config.pbtxt'),
       `name: "trt"\nbackend: "tensorrt"\nmax_batch_size: 64\ndynamic_batching { }\ninstance_group [ { kind: KIND_GPU count: ${INSTANCES} } ]\n${graphs}`,
     );
-    await serveAndDrive(repo, file, headers, server.threads, server.tuned);
+    await serveAndDrive(repo, file, headers, server.threads, server.tuned, server.general);
   }
 }
 
@@ -302,6 +307,7 @@ async function serveAndDrive(
   headers: Record<string, string>,
   threads: number,
   tuned: boolean,
+  general: boolean,
 ): Promise<void> {
   const prof = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
   const entry = [...prof, '--conditions=nereid-source', '--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
@@ -313,11 +319,13 @@ async function serveAndDrive(
       '--backend-config=tensorrt,coalesce-request-input=true',
       '--backend-config=tensorrt,execution-policy=BLOCKING',
     );
-  const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000 });
+  const env = general ? { ...process.env, NEREID_TRT_WIRE: '0' } : process.env;
+  const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000, env });
   const phases = enginePhases();
   const label =
     (tuned ? ', tuned (graphs, busy-wait, coalesced, BLOCKING)' : ', config as given') +
-    (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads');
+    (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads') +
+    (general ? ', general path' : '');
   try {
     const path = '/v2/models/trt/infer';
     for (const c of CONCURRENCY) {

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 
-from . import api, cuda, reschedule
+from . import api, cuda, fastpath, reschedule, runlog
 from .results import check_result
 from .api import InferenceRequest, InferenceResponse, TritonModelException, format_exception
 from .runtime import STATE, channel
@@ -105,6 +105,8 @@ class InstanceRunner:
         #: How run lines name the engine in the log ("python", "pytorch").
         self.engine = "python"
         self.batches: dict[int, _Batch] = {}
+        #: The engine's own way to run a batch from its message (fastpath.py), or None.
+        self._wire = None
         #: Messages for this instance, filled by the channel's reader (the stub assigns it).
         self.queue = None
         self._lock = threading.Lock()
@@ -183,6 +185,7 @@ class InstanceRunner:
             return
         finally:
             STATE.local.phase = None
+        self._wire = None if self.decoupled else getattr(self.model, fastpath.HOOK, None)
         channel().send({"op": "inited", "inst": self.inst})
 
     def _finalize(self) -> None:
@@ -200,6 +203,7 @@ class InstanceRunner:
             except BaseException as e:  # noqa: BLE001
                 error = format_exception(e)
         self.model = None
+        self._wire = None
         msg = {"op": "finied", "inst": self.inst}
         if error:
             msg["tb"] = error
@@ -216,8 +220,17 @@ class InstanceRunner:
         t0 = time.perf_counter_ns()
         batch_id = msg["b"]
         reqs = msg["r"]
-        batch = _Batch(len(reqs))
         block = read_block(msg.get("blk"))
+        if self._wire is not None and block is not None and not msg.get("cuda"):
+            try:
+                done = fastpath.execute(self, self._wire, msg, block, t0)
+            except SystemExit as e:
+                exit_now(e)
+            if done is not None:
+                del block  # the inputs go back to the host with the done
+                channel().send(done)
+                return
+        batch = _Batch(len(reqs))
         requests = []
         req = None
         try:
@@ -254,7 +267,7 @@ class InstanceRunner:
         # with the `done` once execute dropped them.
         req = None
         del block
-        placement = _inputs_placement(requests) if msg.get("cuda") else None
+        placement = runlog.inputs_placement(requests) if msg.get("cuda") else None
         with self._lock:
             self.batches[batch_id] = batch
         t1 = time.perf_counter_ns()
@@ -278,11 +291,11 @@ class InstanceRunner:
         if error is None:
             error = check_result(self.decoupled, result, n, rs)
         if error is not None:
-            done["err"] = {"c": "INTERNAL", "m": f"Failed to process the request(s) for model instance '{self.name}', message: {error}"}
+            done["err"] = fastpath.batch_failure(self.name, error)
         elif result is not None and not self.decoupled:
             self._encode_batch(batch, result, done)
             if placement is not None:
-                self._log_run(batch, placement, done)
+                runlog.log_run(self.engine, self.name, batch.slots, placement, done)
         del result
         t3 = time.perf_counter_ns()
         done["t"] = [t1 - t0, t2 - t1, t3 - t2]
@@ -332,17 +345,6 @@ class InstanceRunner:
         done["blk"] = blk
         done["r"] = out
 
-    def _log_run(self, batch: _Batch, inputs: str, done: dict) -> None:
-        """One verbose line per batch with client CUDA memory: where each input was and where each output went
-        (``cuda:N`` in place, ``host`` through the transport), as the onnxruntime engine logs its runs."""
-        outs = []
-        for i, entry in enumerate(done.get("r") or []):
-            slots = batch.slots[i] or {}
-            for d in (entry or {}).get("o") or []:
-                outs.append(f"{d[0]} {f'cuda:{slots[d[0]].device}' if d[3] == -1 else 'host'}")
-        text = ", ".join(outs)
-        channel().send({"op": "log", "lvl": "verbose", "msg": f"{self.engine} run: inputs {inputs}; outputs {text}", "inst": self.name})
-
     # -- response senders -------------------------------------------------------------------------------------
 
     def hold_response(self, batch_id: int, index: int, response: InferenceResponse) -> None:
@@ -382,12 +384,6 @@ class InstanceRunner:
                 with channel().cv:
                     batch.untaken[index].append(sum(d[4] for d in msg["o"]) + 1)
         channel().send(msg)
-
-
-def _inputs_placement(requests) -> str:
-    return ", ".join(
-        f"{t.name()} {'host' if t.is_cpu() else f'cuda:{t._dev.device}'}" for r in requests for t in r.inputs()
-    )
 
 
 __all__ = ["InstanceRunner", "load_model_class", "last_line", "exit_now", "api"]

@@ -198,7 +198,7 @@ if [ "$mode" = bench ]; then
   [ -f "$R/bert/1/model.plan" ] || nereid convert --onnx "$M/bert/model.onnx" --saveEngine "$R/bert/1/model.plan" --fp16 \
     --minShapes=$S --optShapes=${S//1x128/32x128} --maxShapes=${S//1x128/64x128} 2>&1 | tail -4
   echo "built in $(( $(date +%s) - t )) s: $(ls -la "$R/bert/1/model.plan")"
-  want bert && tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}"
+  want bert && tsnode bench/tensorrt.ts --plan "$R/bert/1/model.plan" --out "$OUT" --label bert-base-fp16 --ms "${BENCH_MS:-3000}" --instances "${BENCH_INSTANCES:-2}"
   if want shapes; then
     step "10a. what setting the input shapes before every run costs bare TensorRT (no: once; same: the same shapes; alternate: B and B-1)"
     PP=$("$PY" -c "import json;print(':'.join(json.load(open('$H/env.json'))['python_path']))")
@@ -212,7 +212,7 @@ if [ "$mode" = bench ]; then
     [ -f "$M/bert-pooled/model.onnx" ] || "$PY" scripts/gpu/trt_models.py bert-pooled "$M/bert-pooled" 2>&1 | grep -v -i warn | tail -3
     [ -f "$R/bert-pooled/1/model.plan" ] || nereid convert --onnx "$M/bert-pooled/model.onnx" --saveEngine "$R/bert-pooled/1/model.plan" --fp16 \
       --minShapes=$S --optShapes=${S//1x128/32x128} --maxShapes=${S//1x128/64x128} 2>&1 | tail -1
-    tsnode bench/tensorrt.ts --plan "$R/bert-pooled/1/model.plan" --out "$OUT" --label bert-pooled-fp16 --ms "${BENCH_MS:-3000}"
+    tsnode bench/tensorrt.ts --plan "$R/bert-pooled/1/model.plan" --out "$OUT" --label bert-pooled-fp16 --ms "${BENCH_MS:-3000}" --instances "${BENCH_INSTANCES:-2}"
   fi
   [ -f "$M/mlp/1/model.plan" ] && want mlp && tsnode bench/tensorrt.ts --plan "$M/mlp/1/model.plan" --out "$OUT" --label mlp --ms 2000
   if want profile; then

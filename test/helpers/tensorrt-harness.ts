@@ -22,7 +22,7 @@ export function tensorrtHarness(): {
     for (const f of cleanup.splice(0).reverse()) await f();
   });
   after(() => {
-    const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_trt_${process.pid}_`));
+    const left = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_trt_${process.pid}x`));
     assert.deepEqual(left, [], 'no shared-memory segment outlives its process');
   });
   return {

@@ -27,7 +27,7 @@ import numpy as np
 from nereid_python import datatypes
 from nereid_python.api import InferenceResponse, TritonError
 from nereid_python.runtime import STATE
-from nereid_python.tensor import Tensor
+from nereid_python.tensor import Tensor, preplace
 
 from . import gpu as cuda, graphs, outputs, profiles, trace
 from .loader import TensorRTError
@@ -38,6 +38,13 @@ def _prod(dims) -> int:
     for d in dims:
         n *= int(d)
     return n
+
+
+def _piece(a: np.ndarray) -> tuple[int, int]:
+    """(address, bytes) of one request's input, which the transport hands over C-contiguous."""
+    if not a.flags.c_contiguous:
+        raise TensorRTError("an input is not C-contiguous", "INTERNAL")
+    return a.__array_interface__["data"][0], a.nbytes
 
 
 def _host_view(ptr: int, nbytes: int) -> np.ndarray:
@@ -217,26 +224,37 @@ class Instance:
         for i in good:
             names = requests[i].requested_output_names()
             wanted_outputs.update(names if names else [t["name"] for t in self.outputs])
+        sources = {t["name"]: [_piece(a[t["name"]]) for a in arrays] for t in self.inputs}
+        starts = [sum(rows[:k]) for k in range(len(rows))]
+        per_request = [(starts[k], rows[k], requests[i].requested_output_names() or [t["name"] for t in self.outputs]) for k, i in enumerate(good)]
+        views, placed = self.launch(p, shapes, sources, wanted_outputs, per_request)
+        del arrays, sources  # the inputs' memory may go back to the host once the copies have landed (they have)
+        if placed is not None and placed.seg is not None:
+            preplace(placed.seg, placed.off, placed.base)
+        for k, i in enumerate(good):
+            names = per_request[k][2]
+            mine = views[k]
+            tensors = [Tensor._wrap(n, mine[n], self.datatype_of[n]) for n in names if n in mine]  # unknown: refused earlier
+            responses[i] = InferenceResponse(output_tensors=tensors)
+        return responses
+
+    def launch(self, p: int, shapes: dict[str, list[int]], sources: dict, wanted: set, per_request: list, views: bool = True):
+        """Runs one batch whose inputs are ``sources`` (per input, the (address, bytes) of each request's piece, in
+        order) under the device policy; returns per request {output: view of its rows} (valid: the wait returned)
+        and the transport block the outputs were copied into (``outputs.Placed``), or None where they were staged."""
         lock = self.shared.device_lock if self.o.get("policy", "DEVICE_BLOCKING") == "DEVICE_BLOCKING" else None
         tw = trace.now() if trace.enabled() else 0
         if lock is not None:
             lock.acquire()
         try:
             t0 = trace.now() if tw else 0
-            starts = [sum(rows[:k]) for k in range(len(rows))]
-            per_request = [(starts[k], rows[k], requests[i].requested_output_names() or [t["name"] for t in self.outputs]) for k, i in enumerate(good)]
-            out = self._gpu(p, shapes, arrays, wanted_outputs, per_request)
+            out = self._gpu(p, shapes, sources, wanted, per_request, views)
             if t0:
-                trace.record("batch", instance=self.name, tw=tw, t0=t0, t1=trace.now(), phases=self._last_phases, requests=len(good), rows=sum(rows), profile=p, shapes=shapes, copies=self._last_copies, out_copies=self._last_out_copies, graph=self._last_graph)
+                trace.record("batch", instance=self.name, tw=tw, t0=t0, t1=trace.now(), phases=self._last_phases, requests=len(per_request), rows=sum(r for _s, r, _n in per_request), profile=p, shapes=shapes, copies=self._last_copies, out_copies=self._last_out_copies, graph=self._last_graph, wire=not views)
         finally:
             if lock is not None:
                 lock.release()
-        for k, i in enumerate(good):
-            names = requests[i].requested_output_names() or [t["name"] for t in self.outputs]
-            mine = out[k]
-            tensors = [Tensor._wrap(n, mine[n], self.datatype_of[n]) for n in names if n in mine]  # unknown: refused earlier
-            responses[i] = InferenceResponse(output_tensors=tensors)
-        return responses
+        return out
 
     def _segment_of(self, address: int):
         """(base, size) of the host shared-memory segment holding ``address`` (the transport maps each once and
@@ -249,36 +267,34 @@ class Instance:
                 return base, size
         return None
 
-    def _copy_in(self, name: str, pieces: list[np.ndarray]) -> int:
-        """Copies one input's pieces (one per request, in order) into its device buffer; returns copies issued."""
+    def _copy_in(self, name: str, pieces: list[tuple[int, int]]) -> int:
+        """Copies one input's pieces ((address, bytes), one per request, in order) into its device buffer; returns
+        the copies issued."""
         dst = self.device_buffers[name]
-        total = sum(a.nbytes for a in pieces)
+        total = sum(n for _a, n in pieces)
         if total > self.capacity[name]:
             raise TensorRTError(f"input '{name}' needs {total} bytes, the buffer holds {self.capacity[name]}")
         threshold = int(self.o.get("gather_threshold", 0))
         if threshold > 0 and len(pieces) >= threshold:
             ptr = self._pinned(self.gather, name, total)
-            view = _host_view(ptr, total)
             off = 0
-            for a in pieces:
-                view[off : off + a.nbytes] = a.reshape(-1).view(np.uint8)
-                off += a.nbytes
+            for src, n in pieces:
+                ctypes.memmove(ptr + off, src, n)
+                off += n
             cuda.copy_htod(dst, ptr, total, self.stream)
             return 1
         runs: list[list[int]] = []  # [src, nbytes]
         seg = None  # the segment of the previous piece: a batch's pieces mostly share one, looked up once
-        for a in pieces:
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-            src = a.__array_interface__["data"][0]
+        coalesce = self.o.get("coalesce")
+        for src, n in pieces:
             if seg is None or not seg[0] <= src < seg[0] + seg[1]:
                 seg = self._segment_of(src)
                 if seg is not None:
                     self.shared.pinning.ensure(*seg)
-            if self.o.get("coalesce") and runs and runs[-1][0] + runs[-1][1] == src:
-                runs[-1][1] += a.nbytes
+            if coalesce and runs and runs[-1][0] + runs[-1][1] == src:
+                runs[-1][1] += n
             else:
-                runs.append([src, a.nbytes])
+                runs.append([src, n])
         off = 0
         for src, n in runs:
             if n:
@@ -286,7 +302,7 @@ class Instance:
             off += n
         return len(runs)
 
-    def _gpu(self, p: int, shapes: dict[str, list[int]], arrays: list[dict[str, np.ndarray]], wanted: set, per_request: list) -> list[dict]:
+    def _gpu(self, p: int, shapes: dict[str, list[int]], sources: dict, wanted: set, per_request: list, views: bool):
         sh = self.shared
         ctx = self.contexts[p]
         cuda.set_device(sh.device)
@@ -299,7 +315,7 @@ class Instance:
             all_out = graph.out_shapes
         else:
             all_out = self._set_shapes(p, ctx, key, shapes)
-        self._last_copies = {t["name"]: self._copy_in(t["name"], [a[t["name"]] for a in arrays]) for t in self.inputs}
+        self._last_copies = {t["name"]: self._copy_in(t["name"], sources[t["name"]]) for t in self.inputs}
         t_in = stamp() if stamp else 0
         out_shapes = {n: s for n, s in all_out.items() if n in wanted}
         self._last_graph = graph is not None
@@ -311,7 +327,11 @@ class Instance:
         if self.computed is not None:
             cuda.event_record(self.computed, self.stream)
             cuda.stream_wait(self.out_stream, self.computed)
-        result, self._last_out_copies = outputs.copy_out(self, out_shapes, per_request) or self._staged_out(out_shapes, per_request)
+        placed = outputs.copy_out(self, out_shapes, per_request, views)
+        if placed is not None:
+            views, self._last_out_copies = placed.views, placed.copies
+        else:
+            views, self._last_out_copies = self._staged_out(out_shapes, per_request)
         t_out = stamp() if stamp else 0
         cuda.event_record(self.done, self.out_stream)
         if self.o.get("busy_wait_events"):
@@ -321,7 +341,7 @@ class Instance:
             cuda.event_sync(self.done)
         if stamp:
             self._last_phases = {"in": t_in, "run": t_run, "out": t_out, "done": stamp()}
-        return result
+        return views, placed
 
     def _staged_out(self, out_shapes: dict[str, list[int]], per_request: list) -> tuple[list[dict], int]:
         """No transport block to write into: pinned staging, each request a view of its rows; and the copies."""
