@@ -53,8 +53,6 @@ const TIMING = { warmupMs: Math.min(1500, MS / 2), durationMs: MS };
 const OUT = arg('out', join(ROOT, 'bench/results'))!;
 const LABEL = arg('label', 'gpu')!;
 const INSTANCES = Number(arg('instances', '2'));
-/** Tuned servers: at most this many instances per engine process (0: one process per GPU, the default). */
-const PER_PROCESS = Number(arg('instances-per-process', process.env.NEREID_BENCH_PER_PROCESS ?? '0'));
 const BARE_BATCHES = [1, 8, 32, 64];
 const CONCURRENCY = [1, 64, 128];
 /**
@@ -320,7 +318,6 @@ async function serveAndDrive(
     flags.push(
       '--backend-config=tensorrt,coalesce-request-input=true',
       '--backend-config=tensorrt,execution-policy=BLOCKING',
-      ...(PER_PROCESS > 0 ? [`--backend-config=tensorrt,instances-per-engine-process=${PER_PROCESS}`] : []),
     );
   const env = general ? { ...process.env, NEREID_TRT_WIRE: '0' } : process.env;
   const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000, env });
@@ -328,8 +325,7 @@ async function serveAndDrive(
   const label =
     (tuned ? ', tuned (graphs, busy-wait, coalesced, BLOCKING)' : ', config as given') +
     (threads > 0 ? `, ${threads} HTTP thread${threads > 1 ? 's' : ''}` : ', default threads') +
-    (general ? ', general path' : '') +
-    (tuned && PER_PROCESS > 0 ? `, ${PER_PROCESS} per engine process` : '');
+    (general ? ', general path' : '');
   try {
     const path = '/v2/models/trt/infer';
     for (const c of CONCURRENCY) {
