@@ -152,22 +152,6 @@ describe('tensorrt backend: execution', () => {
     assert.deepEqual(output(r.final(2), 'OUTPUT0').shape, [1, 4]);
   });
 
-  it("instances-per-engine-process spreads a GPU's instances over processes of that many", async () => {
-    const m = await load(addSubPlan(), undefined, {
-      backendConfig: { 'instances-per-engine-process': '2', 'execution-policy': 'BLOCKING' },
-    });
-    const a = await instance(m);
-    const b = await instance(m);
-    const c = await instance(m);
-    assert.equal(a.pid, b.pid, 'the first two share a process');
-    assert.notEqual(a.pid, c.pid, 'the third starts the next one');
-    const ra = recorder();
-    const rc = recorder();
-    await Promise.all([a.execute([addSubRequest(1, 2)], ra, never), c.execute([addSubRequest(2, 3)], rc, never)]);
-    assert.deepEqual([...(output(ra.final(0), 'OUTPUT0').data as Float32Array)], [3, 3, 3, 3]);
-    assert.deepEqual([...(output(rc.final(0), 'OUTPUT1').data as Float32Array)], Array(8).fill(2));
-  });
-
   it('hosts every instance of a GPU in one process, and each GPU in its own', async () => {
     const m = await load(
       addSubPlan(),

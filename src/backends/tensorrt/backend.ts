@@ -203,12 +203,7 @@ export function tensorrtBackend(init: TensorRTBackendInit = {}): Backend & { rea
           args: ['--spin-us', '50'],
         },
         graceMs: 30_000,
-        // One process per GPU, or groups of `instances-per-engine-process` (each process has its own interpreter
-        // lock: measured on the H200, past four instances one process's Python is what they queue for).
-        deviceKey: (spec) =>
-          o.instancesPerEngineProcess > 0
-            ? `${spec.device}/${Math.floor(spec.index / o.instancesPerEngineProcess)}`
-            : spec.device,
+        deviceKey: (spec) => spec.device,
         instance: (spec: InstanceSpec) => {
           if (spec.kind !== 'KIND_GPU') {
             throw new UnsupportedError(

@@ -34,9 +34,6 @@ describe('TensorRT backend config (--backend-config=tensorrt,...)', () => {
     assert.equal(o.startTimeoutMs, 2500);
     assert.equal(o.shmDefaultByteSize, 65536);
     assert.equal(parseBool('k', '0'), false);
-    assert.equal(o.instancesPerEngineProcess, 0, 'one engine process per GPU unless asked');
-    const split = backendOptions({ 'instances-per-engine-process': '2', 'execution-policy': 'BLOCKING' });
-    assert.equal(split.instancesPerEngineProcess, 2);
   });
 
   it('BAD CONFIG - each bad value names the key and what it takes', () => {
@@ -49,15 +46,6 @@ describe('TensorRT backend config (--backend-config=tensorrt,...)', () => {
     assert.throws(() => backendOptions({ 'execution-policy': 'device_blocking' }), /expected DEVICE_BLOCKING/);
     assert.throws(() => backendOptions({ 'start-timeout-seconds': '0' }), /expected seconds > 0/);
     assert.throws(() => backendOptions({ 'shm-growth-byte-size': '10' }), /expected an integer >= 4096/);
-    assert.throws(
-      () => backendOptions({ 'instances-per-engine-process': '0', 'execution-policy': 'BLOCKING' }),
-      /instances-per-engine-process=0: expected an integer >= 1/,
-    );
-    // Triton's default policy is a lock inside one process: split instances could not keep it.
-    assert.throws(
-      () => backendOptions({ 'instances-per-engine-process': '2' }),
-      /instances-per-engine-process needs execution-policy=BLOCKING/,
-    );
     assert.throws(
       () => backendOptions({ version_compatible: 'true' }),
       /unknown key; the tensorrt backend knows coalesce-request-input/,

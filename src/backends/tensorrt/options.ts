@@ -10,9 +10,7 @@ import { refuseCachePaths } from './cache-params.js';
  * - `--backend-config=tensorrt,<key>=<value>`: Triton's `coalesce-request-input`, `plugins` (`;`-separated
  *   libraries loaded before any engine), `version-compatible`, `execution-policy` (DEVICE_BLOCKING, Triton's
  *   default, or BLOCKING); Nereid's own `python-executable`, `start-timeout-seconds`, `shm-default-byte-size`,
- *   `shm-growth-byte-size` (the engine runs in a Python process), `plan-cache-directory` (plans built from ONNX),
- *   `instances-per-engine-process` (a GPU's instances spread over several engine processes, each with its own
- *   interpreter lock; BLOCKING only).
+ *   `shm-growth-byte-size` (the engine runs in a Python process), `plan-cache-directory` (plans built from ONNX).
  * - the model config knobs Triton's tensorrt backend reads: parameter `execution_context_allocation_strategy`
  *   (STATIC, ON_PROFILE_CHANGE), `optimization { cuda { graphs, graph_spec, busy_wait_events, output_copy_stream } }`,
  *   `optimization.gather_kernel_buffer_threshold`, `optimization.eager_batching`.
@@ -33,8 +31,6 @@ export interface TensorRTBackendOptions {
   shmGrowthByteSize: number;
   /** Where plans built from ONNX models are kept (undefined: the default, `<NEREID_TENSORRT_HOME>/plans`). */
   planCacheDirectory: string | undefined;
-  /** At most this many of a GPU's instances share one engine process (0: all of them, one process per GPU). */
-  instancesPerEngineProcess: number;
 }
 
 export interface TensorRTModelOptions {
@@ -57,7 +53,6 @@ export const BACKEND_DEFAULTS = Object.freeze({
   startTimeoutMs: 300_000,
   shmDefaultByteSize: 16 << 20,
   shmGrowthByteSize: 16 << 20,
-  instancesPerEngineProcess: 0,
 });
 
 /** Keys Triton hands every backend (global settings) that this one does not use. */
@@ -73,7 +68,6 @@ export const KNOWN = [
   'shm-default-byte-size',
   'shm-growth-byte-size',
   'plan-cache-directory',
-  'instances-per-engine-process',
 ];
 
 /** Triton's ParseBoolValue: true/on/1 and false/off/0, any case. */
@@ -151,9 +145,6 @@ export function backendOptions(cfg: BackendConfig): TensorRTBackendOptions {
         if (raw.trim() === '') throw new InvalidArgError(`--backend-config=tensorrt,${key}: names no folder`);
         o.planCacheDirectory = resolve(raw);
         break;
-      case 'instances-per-engine-process':
-        o.instancesPerEngineProcess = intAtLeast(key, raw, 1);
-        break;
       default:
         if (!IGNORED.has(key)) {
           throw new InvalidArgError(
@@ -161,12 +152,6 @@ export function backendOptions(cfg: BackendConfig): TensorRTBackendOptions {
           );
         }
     }
-  }
-  // DEVICE_BLOCKING is a lock inside one engine process: instances split over several would overlap anyway.
-  if (o.instancesPerEngineProcess > 0 && o.executionPolicy === 'DEVICE_BLOCKING') {
-    throw new InvalidArgError(
-      '--backend-config=tensorrt,instances-per-engine-process needs execution-policy=BLOCKING: DEVICE_BLOCKING runs one batch at a time per GPU within one engine process, which instances split over several processes cannot keep',
-    );
   }
   return Object.freeze(o);
 }
