@@ -135,4 +135,31 @@ describe('tensorrt engine: the wire path', () => {
     );
     assert.ok(segments.length > 0 && segments.every((n) => n.endsWith('h0')), `host segments: ${segments.join(', ')}`);
   });
+
+  it("FAULT - a GPU failure in the wait fails the batch with CUDA's error and gives its answer block back", async () => {
+    const width = 16384;
+    const t = (name: string, mode: 'INPUT' | 'OUTPUT') => ({ name, mode, dtype: 'FLOAT', shape: [-1, width] });
+    const range: [number[], number[], number[]] = [
+      [1, width],
+      [4, width],
+      [8, width],
+    ];
+    const wide = addSubPlan({
+      io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT')],
+      profiles: [{ INPUT0: range, INPUT1: range }],
+      compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] } },
+      per_profile: [64 << 20],
+    });
+    const m = await load(wide, undefined, { env: { NEREID_CUDA_DOUBLE_FAIL_EVENT_SYNC: '1' } });
+    const inst = await instance(m);
+    const full = (v: number): number[][] => Array.from({ length: 4 }, () => Array(width).fill(v));
+    // 40 batches of 512 KiB of answers each: leaked, they would need a second 16 MiB segment in the engine process.
+    for (let i = 0; i < 40; i++) {
+      const r = recorder();
+      const req = () => request([fp32('INPUT0', full(i)), fp32('INPUT1', full(1))], ['OUTPUT0']);
+      await assert.rejects(inst.execute([req(), req()], r, never), /unspecified launch failure/);
+    }
+    const engine = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_trt_${process.pid}x`) && /c\d+$/.test(n));
+    assert.ok(engine.length > 0 && engine.every((n) => n.endsWith('c0')), `engine segments: ${engine.join(', ')}`);
+  });
 });

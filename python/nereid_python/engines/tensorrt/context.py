@@ -268,8 +268,7 @@ class Instance:
         return None
 
     def _copy_in(self, name: str, pieces: list[tuple[int, int]]) -> int:
-        """Copies one input's pieces ((address, bytes), one per request, in order) into its device buffer; returns
-        the copies issued."""
+        """Copies one input's pieces ((address, bytes) per request, in order) to its device buffer; the copies issued."""
         dst = self.device_buffers[name]
         total = sum(n for _a, n in pieces)
         if total > self.capacity[name]:
@@ -333,12 +332,17 @@ class Instance:
         else:
             views, self._last_out_copies = self._staged_out(out_shapes, per_request)
         t_out = stamp() if stamp else 0
-        cuda.event_record(self.done, self.out_stream)
-        if self.o.get("busy_wait_events"):
-            while not cuda.event_done(self.done):
-                time.sleep(0)
-        else:
-            cuda.event_sync(self.done)
+        try:
+            cuda.event_record(self.done, self.out_stream)
+            if self.o.get("busy_wait_events"):
+                while not cuda.event_done(self.done):
+                    time.sleep(0)
+            else:
+                cuda.event_sync(self.done)
+        except BaseException:
+            if placed is not None and placed.seg is not None:  # nobody will send it: the arena takes it back
+                STATE.arena.free(placed.seg, placed.off)
+            raise
         if stamp:
             self._last_phases = {"in": t_in, "run": t_run, "out": t_out, "done": stamp()}
         return views, placed
