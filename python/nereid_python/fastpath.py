@@ -1,7 +1,7 @@
-"""A batch run by an engine straight from the host's ``exec`` message (``execute_wire`` on the engine's model
-class; the TensorRT engine has one, user models do not): no request or response objects, the answers described by
-the engine. The engine returns None for any batch it leaves to the general path (runner.py), before it has done
-anything, so a batch is never run twice."""
+"""A batch run by an engine straight from the host's ``exec`` message (the ``_nereid_execute_wire`` method of the
+engine's model class; the TensorRT engine has one, user models do not): no request or response objects, the answers
+described by the engine. The engine returns None for any batch it leaves to the general path (runner.py), before
+it has done anything, so a batch is never run twice."""
 
 from __future__ import annotations
 
