@@ -51,6 +51,25 @@ export interface FakePlan {
   trt_version?: string;
 }
 
+/**
+ * FP32 inputs INPUT0, INPUT1 [-1,width] and one output OUTPUT0 = their sum; one profile, batch 1..8 (opt 4), whose
+ * context takes `deviceBytes` of "device" memory.
+ */
+export function sumPlan(width: number, deviceBytes: number): FakePlan {
+  const t = (name: string, mode: 'INPUT' | 'OUTPUT') => ({ name, mode, dtype: 'FLOAT', shape: [-1, width] });
+  const range: [number[], number[], number[]] = [
+    [1, width],
+    [4, width],
+    [8, width],
+  ];
+  return addSubPlan({
+    io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT')],
+    profiles: [{ INPUT0: range, INPUT1: range }],
+    compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] } },
+    per_profile: [deviceBytes],
+  });
+}
+
 /** Two FP32 inputs [-1,4], OUTPUT0 = sum, OUTPUT1 = difference; profile 0 batch 1..8 (opt 4), profile 1 1..32 (opt 16). */
 export function addSubPlan(over: Partial<FakePlan> = {}): FakePlan {
   const t = (name: string, mode: 'INPUT' | 'OUTPUT'): FakeTensor => ({ name, mode, dtype: 'FLOAT', shape: [-1, 4] });

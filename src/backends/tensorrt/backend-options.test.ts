@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { addSubPlan, fp32, output, readEvents, recorder, request } from '../../../test/helpers/tensorrt.js';
+import { addSubPlan, fp32, output, readEvents, recorder, request, sumPlan } from '../../../test/helpers/tensorrt.js';
 import { addSubRequest, logFile, tensorrtHarness } from '../../../test/helpers/tensorrt-harness.js';
 
 // Everything here runs against the TEST DOUBLE of TensorRT and CUDA (test/fixtures/tensorrt/double), through the
@@ -63,18 +63,7 @@ describe('tensorrt backend: options and their effect (observed through the doubl
       return readEvents(log).filter((e) => e.ev === 'memcpy' && e.kind === 'cudaMemcpyDeviceToHost').length;
     };
     // One output of 64-byte rows: every request's rows follow the previous one's in both places, so one copy.
-    const t = (name: string, mode: 'INPUT' | 'OUTPUT') => ({ name, mode, dtype: 'FLOAT', shape: [-1, 16] });
-    const range: [number[], number[], number[]] = [
-      [1, 16],
-      [4, 16],
-      [8, 16],
-    ];
-    const wide = addSubPlan({
-      io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT')],
-      profiles: [{ INPUT0: range, INPUT1: range }],
-      compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] } },
-      per_profile: [8 << 20],
-    });
+    const wide = sumPlan(16, 8 << 20);
     assert.equal(await d2h(wide, 16, ['OUTPUT0']), 1);
     // Two outputs of 16-byte rows: the block interleaves them per request (64-byte aligned), so one copy each.
     assert.equal(await d2h(addSubPlan(), 4, ['OUTPUT0', 'OUTPUT1']), 8);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import type { EngineRequest } from '../contract.js';
-import { addSubPlan, fp32, int32, output, recorder, request } from '../../../test/helpers/tensorrt.js';
+import { addSubPlan, fp32, int32, output, recorder, request, sumPlan } from '../../../test/helpers/tensorrt.js';
 import { logFile, tensorrtHarness } from '../../../test/helpers/tensorrt-harness.js';
 
 // The engine's fast path (python/nereid_python/engines/tensorrt/wire.py: a batch run from the host's message, no
@@ -26,6 +26,16 @@ async function run(requests: EngineRequest[], env: Record<string, string> = {}) 
     .map((l) => JSON.parse(l) as { wire: boolean; requests: number });
   return { r, batches };
 }
+
+/** Rows of 64 KiB (FP32) for the leak tests: 4 rows a request, 2 requests a batch = 1 MiB of inputs. */
+const WIDE = 16384;
+const full = (v: number): number[][] => Array.from({ length: 4 }, () => Array(WIDE).fill(v));
+
+/** This test process's engine shared-memory segments of one kind: 'h' the host's, 'c' the engine process's. */
+const segmentsOf = (kind: 'h' | 'c'): string[] =>
+  readdirSync('/dev/shm').filter(
+    (n) => n.startsWith(`nereid_trt_${process.pid}x`) && new RegExp(`${kind}\\d+$`).test(n),
+  );
 
 /** Every request's answer as [output name, shape, values], in the order the request asked for its outputs. */
 function answers(r: ReturnType<typeof recorder>, n: number): unknown[] {
@@ -103,56 +113,26 @@ describe('tensorrt engine: the wire path', () => {
   });
 
   it('hands every input block back to the host: 40 batches of 1 MiB of inputs stay in the first 16 MiB segment', async () => {
-    const width = 16384;
-    const t = (name: string, mode: 'INPUT' | 'OUTPUT') => ({ name, mode, dtype: 'FLOAT', shape: [-1, width] });
-    const range: [number[], number[], number[]] = [
-      [1, width],
-      [4, width],
-      [8, width],
-    ];
-    const wide = addSubPlan({
-      io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT')],
-      profiles: [{ INPUT0: range, INPUT1: range }],
-      compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] } },
-      per_profile: [64 << 20],
-    });
     const trace = logFile();
-    const m = await load(wide, undefined, { env: { NEREID_TRT_TRACE: trace } });
+    const m = await load(sumPlan(WIDE, 64 << 20), undefined, { env: { NEREID_TRT_TRACE: trace } });
     const inst = await instance(m);
-    const full = (v: number): number[][] => Array.from({ length: 4 }, () => Array(width).fill(v));
     for (let i = 0; i < 40; i++) {
       const r = recorder();
       const req = () => request([fp32('INPUT0', full(i)), fp32('INPUT1', full(1))], ['OUTPUT0']);
       await inst.execute([req(), req()], r, never);
-      assert.equal((output(r.final(1), 'OUTPUT0').data as Float32Array)[width * 4 - 1], i + 1);
+      assert.equal((output(r.final(1), 'OUTPUT0').data as Float32Array)[WIDE * 4 - 1], i + 1);
     }
     const wire = readFileSync(trace, 'utf8')
       .split('\n')
       .filter((l) => l.includes('"wire":true')).length;
     assert.equal(wire, 40);
-    const segments = readdirSync('/dev/shm').filter(
-      (n) => n.startsWith(`nereid_trt_${process.pid}x`) && /h\d+$/.test(n),
-    );
+    const segments = segmentsOf('h');
     assert.ok(segments.length > 0 && segments.every((n) => n.endsWith('h0')), `host segments: ${segments.join(', ')}`);
   });
 
   it("FAULT - a GPU failure in the wait fails the batch with CUDA's error and gives its answer block back", async () => {
-    const width = 16384;
-    const t = (name: string, mode: 'INPUT' | 'OUTPUT') => ({ name, mode, dtype: 'FLOAT', shape: [-1, width] });
-    const range: [number[], number[], number[]] = [
-      [1, width],
-      [4, width],
-      [8, width],
-    ];
-    const wide = addSubPlan({
-      io: [t('INPUT0', 'INPUT'), t('INPUT1', 'INPUT'), t('OUTPUT0', 'OUTPUT')],
-      profiles: [{ INPUT0: range, INPUT1: range }],
-      compute: { OUTPUT0: { op: 'add', args: ['INPUT0', 'INPUT1'] } },
-      per_profile: [64 << 20],
-    });
-    const m = await load(wide, undefined, { env: { NEREID_CUDA_DOUBLE_FAIL_EVENT_SYNC: '1' } });
+    const m = await load(sumPlan(WIDE, 64 << 20), undefined, { env: { NEREID_CUDA_DOUBLE_FAIL_EVENT_SYNC: '1' } });
     const inst = await instance(m);
-    const full = (v: number): number[][] => Array.from({ length: 4 }, () => Array(width).fill(v));
     // 40 batches of 512 KiB of answers each: leaked, they would need a second 16 MiB segment in the engine process.
     for (let i = 0; i < 40; i++) {
       const r = recorder();

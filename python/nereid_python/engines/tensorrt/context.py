@@ -220,13 +220,10 @@ class Instance:
             for i in good:
                 responses[i] = self._fail(msg)
             return responses
-        wanted_outputs = set()
-        for i in good:
-            names = requests[i].requested_output_names()
-            wanted_outputs.update(names if names else [t["name"] for t in self.outputs])
         sources = {t["name"]: [_piece(a[t["name"]]) for a in arrays] for t in self.inputs}
         starts = [sum(rows[:k]) for k in range(len(rows))]
         per_request = [(starts[k], rows[k], requests[i].requested_output_names() or [t["name"] for t in self.outputs]) for k, i in enumerate(good)]
+        wanted_outputs = {n for _s, _r, names in per_request for n in names}
         views, placed = self.launch(p, shapes, sources, wanted_outputs, per_request)
         del arrays, sources  # the inputs' memory may go back to the host once the copies have landed (they have)
         if placed is not None and placed.seg is not None:
