@@ -85,6 +85,7 @@ export async function runBatch(
   freed?: () => void,
 ): Promise<void> {
   const started = performance.now();
+  const computeStart = process.hrtime.bigint();
   let free = freed;
   const release = (): void => {
     const f = free;
@@ -110,7 +111,7 @@ export async function runBatch(
     if (rescheduled[i]) return settle(m, () => rescheduleOrFail(m, instance.name, i));
     const r = last[i] ?? { outputs: [] };
     const queueNs = Math.round((started - m.enqueuedAt) * 1e6);
-    settle(m, () => m.resolve({ ...r, timings, queueNs, executedBatchSize: rows }));
+    settle(m, () => m.resolve({ ...r, timings, queueNs, computeStart, executedBatchSize: rows }));
   };
 
   const sendTaken = (i: number, response: EngineResponse | Error | null, opts: { final: boolean }) => {

@@ -24,6 +24,12 @@ export interface ScheduleOptions {
 export interface ScheduledResult extends EngineResponse {
   timings: ExecuteTimings;
   queueNs: number;
+  /**
+   * When its batch started (process.hrtime), where it ran in one: the trace's COMPUTE_START, the same instant for
+   * every request of the batch, so that batches run one after another never overlap in the trace (a start derived
+   * from each request's own queue time, whose clock starts a little apart from the pipeline's, could).
+   */
+  computeStart?: bigint;
   /** Rows of the batch the request ran in (its own batch size when run alone). */
   executedBatchSize: number;
 }

@@ -121,6 +121,7 @@ export class InferencePipeline {
       queueStart: started,
       queueNs: r.queueNs,
       timings: r.timings,
+      computeStart: r.computeStart,
     });
   }
 
@@ -148,7 +149,7 @@ function endSpans(
   deferRoot: boolean,
 ): SentHook | undefined {
   const requestEnd = process.hrtime.bigint();
-  const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings);
+  const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings, result.computeStart);
   return spans.end({ queueStart, compute, requestEnd, deferRoot });
 }
 

@@ -181,10 +181,10 @@ export class Tracer {
     model: string,
     version: number,
     requestId: string | undefined,
-    m: { requestStart: bigint; queueStart: bigint; queueNs: number; timings: ComputeTimings },
+    m: { requestStart: bigint; queueStart: bigint; queueNs: number; timings: ComputeTimings; computeStart?: bigint },
   ): void {
     const end = process.hrtime.bigint();
-    const c = computeTimes(end, m.queueStart, m.queueNs, m.timings);
+    const c = computeTimes(end, m.queueStart, m.queueNs, m.timings, m.computeStart);
     this.record(id, model, version, requestId, {
       REQUEST_START: m.requestStart,
       QUEUE_START: m.queueStart,
@@ -228,17 +228,19 @@ export class Tracer {
 }
 
 /**
- * A request's compute timestamps, derived from its queue time and its batch's compute durations (the worker's
- * clock is not ours), capped at the request's end since a batch's timings can overlap this request's own clock.
+ * A request's compute timestamps: from its batch's start (else one derived from its queue time) by the batch's
+ * compute durations (the worker's clock is not ours), capped at the request's end since a batch's timings can
+ * overlap this request's own clock.
  */
 export function computeTimes(
   end: bigint,
   queueStart: bigint,
   queueNs: number,
   timings: ComputeTimings,
+  computeStart?: bigint,
 ): { start: bigint; inputEnd: bigint; outputStart: bigint; end: bigint } {
   const at = (ns: bigint): bigint => (ns < end ? ns : end);
-  const start = at(queueStart + BigInt(queueNs));
+  const start = at(computeStart ?? queueStart + BigInt(queueNs));
   const inputEnd = at(start + BigInt(timings.computeInputNs));
   const outputStart = at(inputEnd + BigInt(timings.computeInferNs));
   return { start, inputEnd, outputStart, end: at(outputStart + BigInt(timings.computeOutputNs)) };
