@@ -7,7 +7,9 @@
  * numbers come from bench/tensorrt.ts.
  *
  *   node --conditions=nereid-source --import tsx bench/tensorrt-double.ts [--c 64] [--ms 3000] [--rounds 3]
- *        [--instances 2] [--sleep-ms 1.2]
+ *        [--instances 2] [--sleep-ms 1.2] [--hops]
+ * --hops: every request traced (the server's trace, the stub's and the engine's), and a request's trip across the
+ * processes printed per point, median µs per hop (bench/gpu/hops.ts).
  */
 import { execSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +20,7 @@ import { encodeInferRequest } from '../src/client/http-codec.js';
 import { serve } from '../src/serve.js';
 import { DOUBLE, planBytes, type FakePlan } from '../test/helpers/tensorrt.js';
 import { averageBatch, drive, inferenceCounts, split } from './gpu/http-load.js';
+import { hops } from './gpu/hops.js';
 
 const { values: a } = parseArgs({
   options: {
@@ -26,6 +29,7 @@ const { values: a } = parseArgs({
     rounds: { type: 'string', default: '3' },
     instances: { type: 'string', default: '2' },
     'sleep-ms': { type: 'string', default: '1.2' },
+    hops: { type: 'boolean', default: false },
   },
 });
 const SEQ = 128;
@@ -61,6 +65,10 @@ function engineCpuMs(): number {
 
 async function point(root: string, body: string, headers: Record<string, string>, wire: boolean) {
   process.env.NEREID_TRT_WIRE = wire ? '1' : '0';
+  const traces = a.hops
+    ? { triton: join(root, `../triton-${wire}.json`), engine: join(root, '../engine.jsonl') }
+    : null;
+  if (traces) process.env.NEREID_HOP_TRACE = process.env.NEREID_TRT_TRACE = traces.engine;
   const running = await serve({
     repositories: [root],
     httpPort: 0,
@@ -71,7 +79,9 @@ async function point(root: string, body: string, headers: Record<string, string>
     httpThreadCount: 1,
     gpus: [0],
     backendConfig: new Map([['tensorrt', { 'coalesce-request-input': 'true', 'execution-policy': 'BLOCKING' }]]),
+    ...(traces && { trace: { file: traces.triton, level: 'TIMESTAMPS', rate: 1 } }),
   });
+  const since = Number(process.hrtime.bigint() / 1000n);
   try {
     const url = running.httpUrl!.replace('http://', '');
     const before = await inferenceCounts(url, 'trt');
@@ -95,6 +105,7 @@ async function point(root: string, body: string, headers: Record<string, string>
       server_cpu_us: Math.round((cpu.user + cpu.system) / n),
       engine_cpu_us: Math.round((eng * 1000) / n),
       split: Object.fromEntries(Object.entries(split(before, after)).map(([k, v]) => [k, Math.round(v)])),
+      ...(traces && { hops: hops(traces.triton, traces.engine, since) }),
     };
   } finally {
     await running.close();

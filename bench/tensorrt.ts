@@ -40,7 +40,8 @@ import {
   startServe,
 } from './gpu/http-load.js';
 import { report, type Row } from './gpu/tensorrt-report.js';
-import { enginePhases } from './gpu/tensorrt-phases.js';
+import { enginePhases, TRACE_FILE } from './gpu/tensorrt-phases.js';
+import { hops } from './gpu/hops.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, dflt: string | undefined): string | undefined => {
@@ -319,6 +320,9 @@ async function serveAndDrive(
       '--backend-config=tensorrt,coalesce-request-input=true',
       '--backend-config=tensorrt,execution-policy=BLOCKING',
     );
+  // Traced runs: the server's trace too (Triton's, off until the c=1 point switches it on), for bench/gpu/hops.ts.
+  const triton = TRACE_FILE && `${TRACE_FILE}.${rows.length}.triton.json`;
+  if (triton) flags.push(`--trace-config=triton,file=${triton}`);
   const env = general ? { ...process.env, NEREID_TRT_WIRE: '0' } : process.env;
   const { child, http } = await startServe(entry, repo, flags, { readyMs: 300_000, env });
   const phases = enginePhases();
@@ -332,8 +336,14 @@ async function serveAndDrive(
       const before = await inferenceCounts(http, 'trt');
       profileChildren(`before HTTP c=${c}`);
       phases.mark();
+      const traced = triton !== undefined && c === 1;
+      if (traced) await traceSetting(http, { trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+      const since = Number(process.hrtime.bigint() / 1000n);
       const r = await drive(http, path, file, headers, c, TIMING);
+      if (traced) await traceSetting(http, { trace_level: ['OFF'] });
       const engine = phases.take();
+      // The server writes its records as requests end: give the last ones a moment to reach the file.
+      if (traced) await new Promise((res) => setTimeout(res, 200));
       profileChildren(`HTTP c=${c}`);
       const after = await inferenceCounts(http, 'trt');
       add({
@@ -343,11 +353,18 @@ async function serveAndDrive(
         avg_batch: averageBatch(before, after),
         split: split(before, after),
         engine,
+        hops: traced && TRACE_FILE ? hops(triton, TRACE_FILE, since) : undefined,
       });
     }
   } finally {
     await stopProcess(child);
   }
+}
+
+/** Triton's trace extension: the server's trace settings (POST /v2/trace/setting). */
+async function traceSetting(http: string, settings: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`http://${http}/v2/trace/setting`, { method: 'POST', body: JSON.stringify(settings) });
+  if (!res.ok) throw new Error(`trace setting ${JSON.stringify(settings)}: ${res.status} ${await res.text()}`);
 }
 
 if (plan === undefined || !existsSync(plan)) skip('no TensorRT plan (give --plan PATH or set NEREID_BENCH_PLAN)');
@@ -362,7 +379,9 @@ try {
 } catch (e) {
   skip(`TensorRT cannot run the plan: ${(e as Error).message.split('\n').slice(-2).join(' ')}`);
 }
-await direct(config, [1, 32]);
+// NEREID_BENCH_DIRECT: the direct rows' batch sizes (default 1,32; empty: none, for a run about the HTTP rows).
+const directBatches = (process.env.NEREID_BENCH_DIRECT ?? '1,32').split(',').filter(Boolean).map(Number);
+if (directBatches.length > 0) await direct(config, directBatches);
 const work = await mkdtemp(join(tmpdir(), 'nereid-trt-bench-'));
 try {
   await overHttp(config, work);

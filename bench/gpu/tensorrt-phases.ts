@@ -22,7 +22,12 @@ interface Batch {
 }
 
 const FILE = process.env.NEREID_BENCH_TRACE;
-if (FILE) process.env.NEREID_TRT_TRACE = FILE;
+/** The engine processes' trace file (NEREID_BENCH_TRACE), where tracing is on. */
+export const TRACE_FILE = FILE;
+if (FILE) {
+  process.env.NEREID_TRT_TRACE = FILE;
+  process.env.NEREID_HOP_TRACE = FILE;
+}
 
 function readFrom(offset: number): string {
   const size = statSync(FILE!, { throwIfNoEntry: false })?.size ?? 0;

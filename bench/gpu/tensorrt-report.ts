@@ -2,6 +2,7 @@
  * The TensorRT benchmark's report (bench/tensorrt.ts): every row in one table, then issue 23's goals as ratios of
  * rows of the same run.
  */
+import { HOP_NAMES, type Hops } from './hops.js';
 import { nvidiaSmi } from './table.js';
 
 export interface Row {
@@ -16,6 +17,8 @@ export interface Row {
   errors?: number;
   /** What the engine recorded, mean µs per batch (bench/gpu/tensorrt-phases.ts), where traced. */
   engine?: Record<string, number>;
+  /** A c=1 request's trip across the processes, median µs per hop (bench/gpu/hops.ts), where traced. */
+  hops?: Hops;
 }
 
 function ratio(a: number | undefined, b: number | undefined): string {
@@ -62,6 +65,7 @@ export function report(rows: Row[], plan: string, MS: number): string {
     `- backend direct / bare at batch 32: ${ratio(d32?.seq_s, bareAt(32)?.seq_s)} one instance (${d32?.what.includes('graphs') ? 'CUDA graphs' : 'no graphs'}), ${ratio(d32x2?.seq_s, bareAt(32)?.seq_s)} two (${d32x2?.what.split(', ').slice(2).join(', ').replace(')', '') ?? '?'}) (goal ≥ 0.95)`,
     ...httpGoals,
     ...phasesTable(rows),
+    ...hopsTable(rows),
   ];
   return `${out.join('\n')}\n`;
 }
@@ -80,6 +84,27 @@ function phasesTable(rows: Row[]): string[] {
     ...traced.map(
       (r) =>
         `| ${r.what} | ${r.batch ?? `c=${r.concurrency}`} | ${keys.map((k) => r.engine![k]!.toFixed(k === 'batches' ? 0 : 1)).join(' | ')} |`,
+    ),
+  ];
+}
+
+/** A c=1 request's trip, median µs per hop (empty without NEREID_BENCH_TRACE). */
+function hopsTable(rows: Row[]): string[] {
+  const traced = rows.filter((r) => r.hops);
+  if (traced.length === 0) return [];
+  return [
+    '',
+    "## A c=1 request's trip (server trace + stub + engine, CLOCK_MONOTONIC), median µs",
+    '',
+    'parse: REQUEST_START → QUEUE_START; schedule: → its batch starts; to_engine: → the stub read the batch;',
+    "to_thread: → the instance's thread began it; before_run / engine / after_run: the engine's batch record and",
+    'around it; back: the answer sent → REQUEST_END. The client p50 less server_total is the HTTP exchange.',
+    '',
+    `| what | requests | ${HOP_NAMES.join(' | ')} | client p50 |`,
+    `|---|---:|${HOP_NAMES.map(() => '---:').join('|')}|---:|`,
+    ...traced.map(
+      (r) =>
+        `| ${r.what} | ${r.hops!.requests} | ${HOP_NAMES.map((k) => r.hops![k].toFixed(0)).join(' | ')} | ${r.p50_us.toFixed(0)} |`,
     ),
   ];
 }

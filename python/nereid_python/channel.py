@@ -22,6 +22,8 @@ import threading
 import time
 from typing import Callable
 
+from . import hops
+
 _RECV = 1 << 18
 # One encoder and decoder for the process: json.dumps with non-default options builds an encoder per call.
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -141,4 +143,8 @@ class Channel:
             pos += 4 + n
         if pos:
             del buf[:pos]
+        if hops.ENABLED:
+            rx = hops.now()
+            for m in msgs:
+                m["_rx"] = rx
         return msgs

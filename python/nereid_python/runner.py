@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 
-from . import api, cuda, fastpath, reschedule, runlog
+from . import api, cuda, fastpath, hops, reschedule, runlog
 from .results import check_result
 from .api import InferenceRequest, InferenceResponse, TritonModelException, format_exception
 from .runtime import STATE, channel
@@ -218,6 +218,7 @@ class InstanceRunner:
 
     def _execute(self, msg: dict) -> None:
         t0 = time.perf_counter_ns()
+        hop0 = hops.now() if hops.ENABLED else 0
         batch_id = msg["b"]
         reqs = msg["r"]
         block = read_block(msg.get("blk"))
@@ -229,6 +230,8 @@ class InstanceRunner:
             if done is not None:
                 del block  # the inputs go back to the host with the done
                 channel().send(done)
+                if hop0:
+                    hops.record(self.inst, batch_id, msg.get("_rx"), hop0)
                 return
         batch = _Batch(len(reqs))
         requests = []
@@ -306,6 +309,8 @@ class InstanceRunner:
             if batch.open == 0:
                 self.batches.pop(batch_id, None)
         channel().send(done)
+        if hop0:
+            hops.record(self.inst, batch_id, msg.get("_rx"), hop0)
 
     def _encode_batch(self, batch: _Batch, responses, done: dict) -> None:
         """All responses of a batch in one message and one shared-memory block."""

@@ -10,13 +10,12 @@ opened for appending, so lines of concurrent writers do not interleave."""
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
 
+from ... import hops
+
 _PATH = os.environ.get("NEREID_TRT_TRACE") or None
-_lock = threading.Lock()
 
 
 def enabled() -> bool:
@@ -28,12 +27,5 @@ def now() -> int:
 
 
 def record(event: str, **fields) -> None:
-    if _PATH is None:
-        return
-    line = json.dumps({"event": event, "pid": os.getpid(), **fields}, separators=(",", ":")) + "\n"
-    with _lock:
-        fd = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+    if _PATH is not None:
+        hops.append_line(_PATH, {"event": event, "pid": os.getpid(), **fields})
