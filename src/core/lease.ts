@@ -5,8 +5,9 @@
  * the owner never hands the memory to anyone else, so no response can see another's bytes.
  *
  * Views are opt-in per request (`EngineRequest.viewsOk`): only a caller that promises to release (the HTTP binary
- * path on the main thread) gets them; every other consumer (the response cache, ensembles, sequences, front-end
- * threads, traces of tensors) gets tensors that own their bytes, as before.
+ * path, on the main thread or a front-end thread, which gets the larger outputs by address: frontend/wire.ts) gets
+ * them; every other consumer (the response cache, ensembles, sequences, traces of tensors) gets tensors that own
+ * their bytes, as before.
  */
 export interface Lease {
   /** Gives the memory back. Idempotent: a second call does nothing. */

@@ -5,6 +5,7 @@ import { InvalidArgError, type NereidError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { ConsoleCategory, ConsoleSources } from '../console/index.js';
 import type { InferResponse } from '../core/inference.js';
+import type { Lease } from '../core/lease.js';
 import type { InferenceServerApi, ResolvedModel } from '../server/api.js';
 import { Outbox } from './outbox.js';
 import { answerSyncCalls } from './sync-call.js';
@@ -45,6 +46,10 @@ export interface Poster {
  * (the signal was collected there) forgets it. When the thread dies, every controller aborts: nobody is left to
  * read the answers, so queued work is dropped and running work discarded, as for a client that went away.
  *
+ * Lent outputs: a request asked with views (INFER's VIEWS flag) may be answered with outputs that stay in an engine's
+ * memory; their larger tensors go to the thread by address (wire.ts), and the response's lease is held here until
+ * the thread RETURNs it, or the thread dies. A lent response sent all by copy gives its lease back once posted.
+ *
  * Threading: main thread only.
  */
 export class FrontEndHost {
@@ -57,6 +62,9 @@ export class FrontEndHost {
   readonly #untaken = new Map<number, (() => void)[]>();
   readonly #tokens = new Map<number, object>();
   #nextToken = 0;
+  /** Leases of RESULTs whose outputs the thread reads by address, until it RETURNs them. */
+  readonly #lent = new Map<number, Lease>();
+  #nextLease = 0;
   #dead: NereidError | undefined;
 
   constructor(
@@ -97,6 +105,12 @@ export class FrontEndHost {
       case Tag.RELEASE:
         for (const id of msg[1] as number[]) this.#controllers.delete(id);
         return true;
+      case Tag.RETURN:
+        for (const id of msg[1] as number[]) {
+          this.#lent.get(id)?.release();
+          this.#lent.delete(id);
+        }
+        return true;
       case Tag.LOG:
         this.#log(msg);
         return true;
@@ -114,6 +128,14 @@ export class FrontEndHost {
     for (const waiting of this.#untaken.values()) for (const r of waiting) r();
     this.#untaken.clear();
     for (const c of controllers) c.abort(err);
+    // Nobody reads the lent outputs any more (a dead thread's isolate is gone with its views).
+    for (const lease of this.#lent.values()) lease.release();
+    this.#lent.clear();
+  }
+
+  /** Leases held for the thread now (tests and leak checks). */
+  get lent(): number {
+    return this.#lent.size;
   }
 
   #signal(id: number): AbortSignal | undefined {
@@ -181,22 +203,42 @@ export class FrontEndHost {
       for (const r of this.#untaken.get(id) ?? []) r();
       this.#untaken.delete(id);
     };
-    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved, onResponse }).then(
+    const views = (msg[4] & InferFlag.VIEWS) !== 0;
+    this.#api.infer(request, { signal: this.#signal(msg[2]), resolved, onResponse, views }).then(
       (response) => {
         settle();
-        if (this.#dead) return;
-        try {
-          const { msg: result, transfer } = packResult(id, stale, response, this.#outbox.arena);
-          this.#outbox.send(result, transfer, fail);
-        } catch (err) {
-          fail(err);
-        }
+        if (this.#dead) return response.lease?.release();
+        this.#answer(id, stale, response, fail);
       },
       (err: unknown) => {
         settle();
         fail(err);
       },
     );
+  }
+
+  /** The RESULT of an infer: a lent response's lease is held for the thread while it reads outputs by address. */
+  #answer(id: number, stale: boolean, response: InferResponse, fail: (err: unknown) => void): void {
+    const lease = response.lease;
+    const leaseId = lease === undefined ? 0 : ++this.#nextLease;
+    try {
+      const { msg, transfer, byAddress } = packResult(id, stale, response, this.#outbox.arena, Tag.RESULT, leaseId);
+      if (!byAddress) {
+        // Copies only: the arena reads the lent memory when the post goes out, and not after.
+        this.#outbox.send(msg, transfer, fail, lease && (() => lease.release()));
+        return;
+      }
+      this.#lent.set(leaseId, lease!);
+      this.#outbox.send(msg, transfer, (err) => {
+        // Not sent: the thread will never return it.
+        this.#lent.delete(leaseId);
+        lease!.release();
+        fail(err);
+      });
+    } catch (err) {
+      lease?.release();
+      fail(err);
+    }
   }
 
   /** An async facade call: dispatched by its row in FACADE_METHODS, its options given this side's signal. */

@@ -19,6 +19,7 @@ export class Outbox {
   #msgs: unknown[][] = [];
   #transfers: (ArrayBuffer[] | undefined)[] = [];
   #fails: (((err: unknown) => void) | undefined)[] = [];
+  #posted: (() => void)[] = [];
   #scheduled = false;
 
   /** `afterFlush`: called once what was waiting went out (a front-end thread's spin for its answers). */
@@ -27,11 +28,15 @@ export class Outbox {
     this.#afterFlush = afterFlush;
   }
 
-  /** Queues `msg` (packed against `this.arena`) with the buffers it transfers besides the arena. */
-  send(msg: unknown[], transfer?: ArrayBuffer[], onFail?: (err: unknown) => void): void {
+  /**
+   * Queues `msg` (packed against `this.arena`) with the buffers it transfers besides the arena. `onPosted` runs once
+   * the post went out (or failed): the memory the arena copied from at the post may be given back then.
+   */
+  send(msg: unknown[], transfer?: ArrayBuffer[], onFail?: (err: unknown) => void, onPosted?: () => void): void {
     this.#msgs.push(msg);
     this.#transfers.push(transfer);
     this.#fails.push(onFail);
+    if (onPosted !== undefined) this.#posted.push(onPosted);
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(() => this.flush());
@@ -44,10 +49,12 @@ export class Outbox {
     const msgs = this.#msgs;
     const transfers = this.#transfers;
     const fails = this.#fails;
+    const posted = this.#posted;
     if (msgs.length === 0) return;
     this.#msgs = [];
     this.#transfers = [];
     this.#fails = [];
+    this.#posted = [];
     const arena = this.arena.empty ? undefined : this.arena.take();
     const all = transfers.flatMap((t) => t ?? []);
     try {
@@ -64,6 +71,7 @@ export class Outbox {
         }
       });
     }
+    for (const p of posted) p();
     this.#afterFlush?.();
   }
 }

@@ -99,7 +99,11 @@ export class ProxyServerApi extends forwardingApi<OwnMethods>() implements Infer
     const tag = msg[0];
     if (tag !== Tag.RESULT && tag !== Tag.ERROR && tag !== Tag.REPLY && tag !== Tag.PARTIAL) return false;
     const p = this.#pending.get(msg[1] as number);
-    if (p === undefined) return true;
+    if (p === undefined) {
+      // Nobody waits for it (the thread gave the call up): what it lent goes straight back.
+      if (tag === Tag.RESULT) this.#giveBack((msg as ResultMessage)[7]);
+      return true;
+    }
     if (tag === Tag.PARTIAL) {
       // Not settled: the RESULT (or ERROR) that ends the request follows. A callback that throws is the
       // protocol's bug for that request alone; its error settles the request so the stream answers it.
@@ -127,9 +131,31 @@ export class ProxyServerApi extends forwardingApi<OwnMethods>() implements Infer
       return true;
     }
     if ((msg as ResultMessage | ErrorMessage)[2] && p.lookup !== undefined) this.#forget(p.lookup);
-    if (tag === Tag.RESULT) p.resolve(unpackResult(msg as ResultMessage, arena));
+    if (tag === Tag.RESULT) p.resolve(this.#result(msg as ResultMessage, arena));
     else p.reject(errorFromData((msg as ErrorMessage)[3]));
     return true;
+  }
+
+  /** A RESULT as the caller gets it: one that lent outputs by address carries the lease to give them back with. */
+  #result(msg: ResultMessage, arena: ArrayBuffer | undefined): InferResponse {
+    const response = unpackResult(msg, arena);
+    const leaseId = msg[7];
+    if (leaseId !== 0) {
+      let returned = false;
+      response.lease = {
+        release: () => {
+          if (returned) return;
+          returned = true;
+          this.#giveBack(leaseId);
+        },
+      };
+    }
+    return response;
+  }
+
+  /** The outputs lent under `leaseId` are read no more (0: none were lent). */
+  #giveBack(leaseId: number): void {
+    if (leaseId !== 0 && !this.#failed) this.#outbox.send([Tag.RETURN, [leaseId]]);
   }
 
   /** Fails every call in flight and every later one with `err` (the thread is going down). */
@@ -151,7 +177,7 @@ export class ProxyServerApi extends forwardingApi<OwnMethods>() implements Infer
     const signal = opts.signal;
     let packed: ReturnType<typeof packInfer>;
     try {
-      const flags = opts.onResponse ? InferFlag.STREAMING : 0;
+      const flags = (opts.onResponse ? InferFlag.STREAMING : 0) | (opts.views === true ? InferFlag.VIEWS : 0);
       packed = packInfer(id, this.#signalId(signal), lookup?.token ?? 0, flags, request, this.#outbox.arena);
     } catch (err) {
       return Promise.reject(NereidError.from(err));

@@ -1,6 +1,7 @@
 import * as workerThreads from 'node:worker_threads';
 import type { FixedTypedArray } from '../core/datatypes.js';
 import { InternalError, type ErrorData } from '../core/errors.js';
+import { addressOf, viewAt } from '../native/addressable.js';
 import type { AsyncMethod } from './methods.js';
 import type {
   InferInput,
@@ -42,7 +43,11 @@ import {
  *   slice of a batch's output allocation) is copied once into a buffer of its own, which is transferred: the rest of
  *   its buffer may still be in use on the sending side (the other requests' outputs, grpc-js's receive buffer);
  * - BYTES travel in their wire form (4-byte little-endian length, then the bytes, per element), packed by the sender
- *   and viewed (not copied) by the receiver.
+ *   and viewed (not copied) by the receiver;
+ * - a larger output of a lent response (an engine's shared-memory block, a pooled page-locked buffer: core/lease.ts)
+ *   travels as its address (native/addressable.ts): the front-end thread writes it to its socket from the engine's
+ *   memory, and the main thread copies nothing. The main thread holds the response's lease until the thread sends
+ *   RETURN for it (its write ended, or it gave the response up).
  * The source views must stay untouched until the post goes out (the end of the current event-loop turn): requests
  * are given to infer(), responses to the caller, so nobody writes them.
  */
@@ -65,6 +70,8 @@ export const Tag = Object.freeze({
    * send() may go on: a stream's backpressure crosses back to the engine as it does without threads.
    */
   TAKEN: 11,
+  /** `[RETURN, leaseIds]`: the thread no longer reads the outputs those RESULTs lent it (wire.ts, above). */
+  RETURN: 12,
   // main → front-end thread
   RESULT: 20,
   ERROR: 21,
@@ -79,6 +86,8 @@ export const Tag = Object.freeze({
 export const InferFlag = Object.freeze({
   /** The caller passed `onResponse` (a streaming endpoint): decoupled models may answer it. */
   STREAMING: 1,
+  /** The caller asked for views (`InferOptions.views`): it releases the response's lease once written. */
+  VIEWS: 2,
 } as const);
 
 /** Errors cross as core/errors.ts's plain data. */
@@ -136,11 +145,31 @@ export class Arena {
   }
 }
 
+/** Lent memory as it travels: its address in this process and its length in bytes. */
+interface AddressRef {
+  address: bigint;
+  bytes: number;
+}
+
+function isAddressRef(data: unknown): data is AddressRef {
+  return (
+    typeof data === 'object' &&
+    data !== null &&
+    !ArrayBuffer.isView(data) &&
+    typeof (data as AddressRef).address === 'bigint'
+  );
+}
+
 /**
- * Tensor data as it travels: an arena offset (number) or the data itself, adding what it transfers to `transfer`
- * (see the ownership rules above).
+ * Tensor data as it travels: an arena offset (number), the data itself, or (`byAddress`: a lent output) its address,
+ * adding what it transfers to `transfer` (see the ownership rules above).
  */
-function packData(data: TensorData, arena: Arena, transfer: ArrayBuffer[]): number | FixedTypedArray | Uint8Array {
+function packData(
+  data: TensorData,
+  arena: Arena,
+  transfer: ArrayBuffer[],
+  byAddress = false,
+): number | FixedTypedArray | Uint8Array | AddressRef {
   if (Array.isArray(data)) {
     const length = encodedBytesLength(data);
     if (length <= ARENA_MAX_BYTES) return arena.add(length, (target) => encodeBytes(data, target));
@@ -153,6 +182,8 @@ function packData(data: TensorData, arena: Arena, transfer: ArrayBuffer[]): numb
   if (fixed.byteLength <= ARENA_MAX_BYTES) {
     return arena.add(fixed.byteLength, (target) => target.set(fixedBytes(fixed)));
   }
+  const address = byAddress ? addressOf(fixed) : undefined;
+  if (address !== undefined) return { address, bytes: fixed.byteLength };
   const own = spansOwnBuffer(fixed) ? fixed : fixed.slice();
   if (!transfer.includes(own.buffer as ArrayBuffer)) transfer.push(own.buffer as ArrayBuffer);
   return own;
@@ -166,7 +197,10 @@ function unpackData(
   arena: ArrayBuffer | undefined,
 ): TensorData {
   let bytes: FixedTypedArray | Uint8Array;
-  if (typeof data === 'number') {
+  if (isAddressRef(data)) {
+    bytes = viewAt(data.address, data.bytes);
+    if (datatype !== 'BYTES') bytes = viewFixed(datatype, bytes);
+  } else if (typeof data === 'number') {
     if (arena === undefined) throw new InternalError(`tensor '${name}' refers to an arena its message lacks`);
     const length = new DataView(arena).getUint32(data, true);
     bytes = new Uint8Array(arena, data + 8, length);
@@ -256,9 +290,10 @@ export function unpackInfer(msg: InferMessage, arena: ArrayBuffer | undefined): 
 }
 
 /**
- * `[RESULT | PARTIAL, id, stale, model, version, requestId, parameters, ...outputs]`, each output five slots: name,
- * datatype, shape, data, sharedMemory (an output written into client shared memory carries no data: null). `stale`:
- * the front end's cached model lookup for this request no longer holds (host.ts).
+ * `[RESULT | PARTIAL, id, stale, model, version, requestId, parameters, lease, ...outputs]`, each output five slots:
+ * name, datatype, shape, data, sharedMemory (an output written into client shared memory carries no data: null).
+ * `stale`: the front end's cached model lookup for this request no longer holds (host.ts). `lease`: the id the
+ * thread RETURNs once it no longer reads outputs sent by address, or 0 when none was.
  */
 export type ResultMessage = [
   typeof Tag.RESULT | typeof Tag.PARTIAL,
@@ -268,26 +303,35 @@ export type ResultMessage = [
   string,
   string | undefined,
   Parameters | undefined,
+  number,
   ...unknown[],
 ];
-const RESULT_HEAD = 7;
+const RESULT_HEAD = 8;
 const OUTPUT_SLOTS = 5;
 
-/** `tag`: RESULT settles the request; PARTIAL is one response of a decoupled model. */
+/**
+ * `tag`: RESULT settles the request; PARTIAL is one response of a decoupled model. `lease`: nonzero for a lent
+ * response whose larger outputs may go by address under that id; `byAddress` says whether any did (else the
+ * message holds copies of everything, and the lease may go back once the post went out).
+ */
 export function packResult(
   id: number,
   stale: boolean,
   r: InferResponse,
   arena: Arena,
   tag: typeof Tag.RESULT | typeof Tag.PARTIAL = Tag.RESULT,
-): { msg: ResultMessage; transfer: ArrayBuffer[] } {
+  lease = 0,
+): { msg: ResultMessage; transfer: ArrayBuffer[]; byAddress: boolean } {
   const transfer: ArrayBuffer[] = [];
-  const msg: ResultMessage = [tag, id, stale, r.model, r.version, r.id, r.parameters];
+  const msg: ResultMessage = [tag, id, stale, r.model, r.version, r.id, r.parameters, 0];
+  let byAddress = false;
   for (const t of r.outputs) {
-    const data = t.sharedMemory === undefined ? packData(t.data, arena, transfer) : null;
+    const data = t.sharedMemory === undefined ? packData(t.data, arena, transfer, lease !== 0) : null;
+    if (isAddressRef(data)) byAddress = true;
     msg.push(t.name, t.datatype, t.shape, data, t.sharedMemory);
   }
-  return { msg, transfer };
+  if (byAddress) msg[7] = lease;
+  return { msg, transfer, byAddress };
 }
 
 export function unpackResult(msg: ResultMessage, arena: ArrayBuffer | undefined): InferResponse {

@@ -1,4 +1,5 @@
 import koffi, { type IKoffiLib, type KoffiFunction } from 'koffi';
+import { registerAddressable } from './addressable.js';
 import { configureKoffi } from './koffi.js';
 
 /**
@@ -204,6 +205,8 @@ function bind(): CudaRuntime | CudaUnavailable {
       check(`cudaMallocHost(${bytes})`, cudaMallocHost(out, Math.max(bytes, 1)) as number);
       const memory = koffi.view(out[0], Math.max(bytes, 1));
       hostPointers.set(memory, out[0]);
+      // A front-end thread writes a lent output from these pages itself (the lease keeps them allocated).
+      registerAddressable(memory, koffi.address(out[0]));
       return new Uint8Array(memory, 0, bytes);
     },
     freeHost(view) {

@@ -149,7 +149,9 @@ function endSpans(
   deferRoot: boolean,
 ): SentHook | undefined {
   const requestEnd = process.hrtime.bigint();
-  const compute = ensemble ? undefined : computeTimes(requestEnd, queueStart, result.queueNs, result.timings, result.computeStart);
+  const compute = ensemble
+    ? undefined
+    : computeTimes(requestEnd, queueStart, result.queueNs, result.timings, result.computeStart);
   return spans.end({ queueStart, compute, requestEnd, deferRoot });
 }
 

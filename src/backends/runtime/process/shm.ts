@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, openSync, readdirSync, unlinkSync } from 'node:fs';
 import koffi from 'koffi';
 import { InternalError, UnavailableError } from '../../../core/errors.js';
+import { registerAddressable } from '../../../native/addressable.js';
 import { configureKoffi } from '../../../native/koffi.js';
 import { BlockAllocator, alignUp } from './allocator.js';
 
@@ -77,6 +78,8 @@ class Mapping {
     }
     this.#ptr = ptr;
     this.bytes = new Uint8Array(koffi.view(ptr, size));
+    // A front-end thread writes a lent output from these pages itself (the lease keeps them mapped).
+    registerAddressable(this.bytes.buffer as ArrayBuffer, koffi.address(ptr));
   }
 
   unmap(): void {
