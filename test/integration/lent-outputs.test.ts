@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { NereidGrpcClient } from '../../src/client/grpc.js';
 import { startNereid, type TestServer } from '../helpers/server.js';
 import { FIXTURES } from '../helpers/python-models.js';
 
@@ -93,5 +95,65 @@ describe('HTTP binary outputs written from the engine process memory (lent block
       gone.socket.destroy();
     }
     for (let k = 20; k < 23; k++) expectOwn(await rawRequest(port(), 'identity', k).read(), k, `request ${k}`);
+  });
+});
+
+/** Segments the python children of this process made for their answers (`<prefix>c<n>`). */
+function childSegments(): string[] {
+  return readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid_python_${process.pid}x`) && /c\d+$/.test(n));
+}
+
+describe('gRPC raw outputs serialized from the engine process memory (lent blocks)', () => {
+  let s: TestServer;
+  let client: NereidGrpcClient;
+  before(async () => {
+    s = await startNereid({ repositories: [FIXTURES], modelControlMode: 'explicit', loadModels: ['identity'] });
+    client = new NereidGrpcClient({ address: `127.0.0.1:${s.grpcPort}` });
+  });
+  after(async () => {
+    client?.close();
+    await s?.close();
+  });
+
+  it('every answer carries its own bytes and every block goes back to the child once serialized', async () => {
+    const call = (k: number) => {
+      const data = new Float32Array(N);
+      for (let i = 0; i < N; i++) data[i] = k * 1000 + (i % 1000);
+      return client.infer('identity', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, N], data }]);
+    };
+    let first = 0;
+    for (let round = 0; round < 7; round++) {
+      const answers = await Promise.all([0, 1, 2, 3].map((j) => call(round * 4 + j)));
+      answers.forEach((a, j) =>
+        expectOwn(a.outputs[0].data as Float32Array, round * 4 + j, `request ${round * 4 + j}`),
+      );
+      if (round === 0) first = childSegments().length;
+    }
+    // 24 more answers of 8 MiB after the first 4: a block never given back would make the child map new segments
+    // for later answers (192 MiB of them: checked by mutation); given back, the first round's segments serve all.
+    const segments = childSegments();
+    assert.equal(
+      segments.length,
+      first,
+      `child segments after the first round and after 28 answers: ${segments.join(' ')}`,
+    );
+  });
+
+  it('BAD CALL - a call cancelled before its answer costs nothing: the next calls are answered', async () => {
+    for (let k = 0; k < 3; k++) {
+      const controller = new AbortController();
+      const data = new Float32Array(N).fill(k);
+      const gone = client.infer('identity', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, N], data }], {
+        signal: controller.signal,
+      });
+      setTimeout(() => controller.abort(), 20);
+      await assert.rejects(gone);
+    }
+    for (let k = 30; k < 33; k++) {
+      const data = new Float32Array(N);
+      for (let i = 0; i < N; i++) data[i] = k * 1000 + (i % 1000);
+      const a = await client.infer('identity', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, N], data }]);
+      expectOwn(a.outputs[0].data as Float32Array, k, `request ${k}`);
+    }
   });
 });

@@ -8,6 +8,7 @@ import { decodeModelInferRequest } from './infer-request.js';
 import { encodeModelInferResponse } from './infer-response.js';
 import type { ModelInferRequestMsg, ModelInferResponseMsg, ModelStreamInferResponseMsg } from './messages.js';
 import { callStatus, errorMessage, toStatus } from './status.js';
+import { lendTo, releaseLent } from './lent-response.js';
 import { rejectMalformed } from './malformed.js';
 import { StreamBudget, type StreamLimits } from '../kserve/stream-budget.js';
 import { header, requestTrace } from '../kserve/trace-context.js';
@@ -88,16 +89,20 @@ async function inferOnce(
   const resolved = api.checkModel(msg.model_name, msg.model_version === '' ? undefined : msg.model_version);
   const request = decodeModelInferRequest(msg);
   request.trace = metadataTrace(trace.recvStart, trace.metadata);
-  const response = await api.infer(request, { signal, resolved, reportsSend: sent !== undefined });
-  if (sent === undefined || response.onSent === undefined)
-    return encodeModelInferResponse(response, limits.maxResponseBytes);
-  sent.onSent = response.onSent;
+  // Views: the raw contents may stay in the engine's memory until grpc-js serialized them (lent-response.ts).
+  const response = await api.infer(request, { signal, resolved, views: true, reportsSend: sent !== undefined });
+  if (sent !== undefined && response.onSent !== undefined) sent.onSent = response.onSent;
   try {
-    return encodeModelInferResponse(response, limits.maxResponseBytes);
+    const encoded = encodeModelInferResponse(response, limits.maxResponseBytes);
+    if (response.lease !== undefined) lendTo(encoded, response.lease);
+    return encoded;
   } catch (err) {
-    const now = process.hrtime.bigint();
-    response.onSent(now, now);
-    sent.onSent = undefined;
+    response.lease?.release();
+    if (sent?.onSent !== undefined) {
+      const now = process.hrtime.bigint();
+      sent.onSent(now, now);
+      sent.onSent = undefined;
+    }
     throw err;
   }
 }
@@ -119,6 +124,10 @@ export function modelInfer(
         dispose();
         const sendStart = process.hrtime.bigint();
         callback(null, resp);
+        // A call cancelled before its answer was serialized never serializes it: its lease goes back here, or at
+        // the 'cancelled' grpc-js emits when the call's stream closes (after a sent answer too).
+        if (call.cancelled) releaseLent(resp);
+        else call.once('cancelled', () => releaseLent(resp));
         sent.onSent?.(sendStart, process.hrtime.bigint());
       },
       (err: unknown) => {

@@ -11,6 +11,7 @@ import { listenReusePort } from './reuse-port.js';
 import { NO_RESTRICTIONS, type Restrictions } from '../restricted.js';
 import { restrictService } from './restrict.js';
 import { watchStalledSessions } from './session-watch.js';
+import { releasingService } from './lent-response.js';
 import { tolerantService } from './malformed.js';
 
 /** Triton's largest gRPC message (INT32_MAX); grpc-js would default to 4 MiB for what it receives. */
@@ -163,7 +164,7 @@ export async function startGrpcServer(api: InferenceServerApi, opts: GrpcServerO
   };
   positive('--grpc-max-input-size', opts.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE);
   server.addService(
-    tolerantService(Inference.service),
+    releasingService(tolerantService(Inference.service)),
     restrictService(
       {
         ...serviceHandlers(api, logger),
