@@ -2,6 +2,7 @@ import { errorFromData, errorToData } from '../core/errors.js';
 import type { MessagePort } from 'node:worker_threads';
 import { NereidError } from '../core/errors.js';
 import type { InferRequest, InferResponse } from '../core/inference.js';
+import { SharedLease } from '../core/lease.js';
 import type { FacadeMethod, InferenceServerApi, InferOptions, ResolvedModel, ServerMetadata } from '../server/api.js';
 import { forwardingApi, splitSignal, type AsyncMethod } from './methods.js';
 import { Outbox } from './outbox.js';
@@ -140,16 +141,8 @@ export class ProxyServerApi extends forwardingApi<OwnMethods>() implements Infer
   #result(msg: ResultMessage, arena: ArrayBuffer | undefined): InferResponse {
     const response = unpackResult(msg, arena);
     const leaseId = msg[7];
-    if (leaseId !== 0) {
-      let returned = false;
-      response.lease = {
-        release: () => {
-          if (returned) return;
-          returned = true;
-          this.#giveBack(leaseId);
-        },
-      };
-    }
+    // Given back once, however often the caller releases it.
+    if (leaseId !== 0) response.lease = new SharedLease(1, () => this.#giveBack(leaseId)).share();
     return response;
   }
 
