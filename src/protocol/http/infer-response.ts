@@ -60,10 +60,19 @@ export async function encodeInferResponse(
 
   const budget = new ResponseBudget(maxBytes);
   const header: Buffer[] = [];
+  // The JSON text is gathered as one string and made a Buffer once (before a JSON data array, and at the end): one
+  // Buffer per piece was 4 % of a `simple` request's main-thread time, profiled. The pieces here are names, shapes
+  // and sizes, bounded by the request; the data arrays, which are not, are counted chunk by chunk as before.
+  let pending = '';
   const text = (s: string): void => {
-    const b = Buffer.from(s, 'utf8');
+    pending += s;
+  };
+  const flush = (): void => {
+    if (pending === '') return;
+    const b = Buffer.from(pending, 'utf8');
     budget.take(b.byteLength);
     header.push(b);
+    pending = '';
   };
   const blobs: Uint8Array[] = [];
   text(`{"model_name":${JSON.stringify(resp.model)},"model_version":${JSON.stringify(resp.version)}`);
@@ -86,11 +95,13 @@ export async function encodeInferResponse(
       text(`,"parameters":{"binary_data_size":${blob.byteLength}}}`);
     } else {
       text(',"data":');
+      flush();
       await appendJsonData(t, budget, header);
       text('}');
     }
   }
   text(']}');
+  flush();
   if (blobs.length === 0) return { header, blobs };
   let headerLength = 0;
   for (const b of header) headerLength += b.byteLength;

@@ -34,7 +34,9 @@ const TABLE = {
   GetErrorMessage: [2, STR, [P]],
   CreateEnv: [3, P, ['int', STR, OUT]],
   CreateSession: [7, P, [P, STR, P, OUT]],
-  Run: [9, P, [P, P, 'void**', 'void**', 'size_t', 'void**', 'size_t', '_Inout_ void**']],
+  // The name, input and output arrays are PointerArrays (handles.ts): native memory onnxruntime reads and, for the
+  // outputs, fills; no per-element conversion.
+  Run: [9, P, [P, P, P, P, 'size_t', P, 'size_t', P]],
   CreateSessionOptions: [10, P, [OUT]],
   SetOptimizedModelFilePath: [11, P, [P, STR]],
   SetSessionExecutionMode: [13, P, [P, 'int']],
@@ -59,7 +61,8 @@ const TABLE = {
   RunOptionsSetTerminate: [46, P, [P]],
   RunOptionsUnsetTerminate: [47, P, [P]],
   CreateTensorAsOrtValue: [48, P, [P, P, 'size_t', 'int', OUT]],
-  CreateTensorWithDataAsOrtValue: [49, P, [P, P, 'size_t', P, 'size_t', 'int', OUT]],
+  // The hot path's tensors: the OrtValue* is written into a one-slot PointerArray (an address, not a koffi pointer).
+  CreateTensorWithDataAsOrtValue: [49, P, [P, P, 'size_t', P, 'size_t', 'int', P]],
   // The same function over a device address (a CUDA pointer as an integer: never memory JavaScript could view).
   CreateTensorWithDeviceDataAsOrtValue: [49, P, [P, 'uint64_t', 'size_t', P, 'size_t', 'int', OUT]],
   GetTensorMutableData: [51, P, [P, OUT]],
@@ -81,6 +84,8 @@ const TABLE = {
   ReleaseMemoryInfo: [94, 'void', [P]],
   ReleaseSession: [95, 'void', [P]],
   ReleaseValue: [96, 'void', [P]],
+  // The same over an address (handles.ts: a value the hot path keeps as a number).
+  ReleaseValueAt: [96, 'void', ['uintptr_t']],
   ReleaseRunOptions: [97, 'void', [P]],
   ReleaseTypeInfo: [98, 'void', [P]],
   ReleaseTensorTypeAndShapeInfo: [99, 'void', [P]],

@@ -5,7 +5,8 @@ import koffi from 'koffi';
 import { Collected, never, open, request } from '../../../../test/helpers/capi-engine.js';
 import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
-import { check, ortApi, type Out, type Ptr } from './api.js';
+import type { Handle } from './handles.js';
+import { check, ortApi, type Out } from './api.js';
 import { CudaTensors, describePlacement, runsOnClientMemory } from './device-tensors.js';
 import { typeAndShape } from './tensors.js';
 
@@ -33,7 +34,7 @@ const onDevice = (device: number, shape: number[], byteSize = shape.reduce((a, b
 });
 
 /** The data pointer of an OrtValue, as an address. */
-function dataAddress(value: Ptr): bigint {
+function dataAddress(value: Handle): bigint {
   const out: Out = [null];
   check(ortApi().GetTensorMutableData(value, out));
   return BigInt(koffi.address(out[0]));

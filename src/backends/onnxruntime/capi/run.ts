@@ -3,6 +3,7 @@ import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
 import koffi from 'koffi';
 import { callAsync, check, ortApi, statusError, type Out, type Ptr } from './api.js';
+import { addressOf, PointerArray, releaseValue, type Handle } from './handles.js';
 import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
 import { checkedInput, runError } from './run-checks.js';
@@ -33,6 +34,23 @@ export type { RunnerOptions, RunResult } from './run-options.js';
  * Output OrtValues are released on every path.
  */
 
+/** Run's pointer arrays in native layout: names, input values, output values (preallocated or filled by Run). */
+interface RunArrays {
+  inNames: PointerArray;
+  ins: PointerArray;
+  outNames: PointerArray;
+  outs: PointerArray;
+}
+
+function newArrays(inputs: number, outputs: number): RunArrays {
+  return {
+    inNames: new PointerArray(inputs),
+    ins: new PointerArray(inputs),
+    outNames: new PointerArray(outputs),
+    outs: new PointerArray(outputs),
+  };
+}
+
 export class OrtRunner {
   readonly #session: OrtSession;
   readonly #opts: RunnerOptions;
@@ -42,7 +60,11 @@ export class OrtRunner {
   readonly #outputs: ReadonlyMap<string, SessionTensor>;
   /** Every output of the session, in its order: what a padded CUDA graph slot is made with. */
   readonly #allOutputNames: readonly string[];
-  readonly #allOutputPtrs: Ptr[];
+  readonly #allOutputPtrs: number[];
+  /** Run's pointer arrays, reused by every run (one at a time): names, input values, output values. */
+  readonly #arrays: RunArrays;
+  /** Name C strings' addresses, by the strings' pointer objects (made once: koffi.address makes a BigInt). */
+  readonly #nameAddress = new Map<Ptr, number>();
   readonly #shapes = new OutputShapes();
   readonly #inlineRuns: InlineRuns | undefined;
   /** This run calls Run inline (a blocking runner's always do); how long the last native Run took, ns. */
@@ -70,7 +92,7 @@ export class OrtRunner {
     this.#inputs = new Map([...session.inputs, ...this.#ownNames].map((t) => [t.name, t]));
     this.#outputs = new Map(session.outputs.map((t) => [t.name, t]));
     this.#allOutputNames = session.outputs.map((t) => t.name);
-    this.#allOutputPtrs = session.outputs.map((t) => t.namePtr);
+    this.#allOutputPtrs = session.outputs.map((t) => this.#name(t));
     const out: Out = [null];
     check(api.CreateRunOptions(out));
     this.#runOptions = out[0] as Ptr;
@@ -82,6 +104,17 @@ export class OrtRunner {
       api.ReleaseRunOptions(this.#runOptions);
       throw err;
     }
+    this.#arrays = newArrays(this.#inputs.size, this.#outputs.size);
+  }
+
+  /** The address of a tensor's name string. */
+  #name(t: SessionTensor): number {
+    let a = this.#nameAddress.get(t.namePtr);
+    if (a === undefined) {
+      a = addressOf(t.namePtr);
+      this.#nameAddress.set(t.namePtr, a);
+    }
+    return a;
   }
 
   get running(): boolean {
@@ -113,12 +146,12 @@ export class OrtRunner {
     if (this.#running) throw new InternalError('onnxruntime runner: one run at a time');
     const api = ortApi();
     const t0 = process.hrtime.bigint();
-    const inNames: Ptr[] = [];
-    const outNames: Ptr[] = [];
+    const inNames: number[] = [];
+    const outNames: number[] = [];
     for (const name of outputNames) {
       const t = this.#outputs.get(name);
       if (t === undefined) throw new InvalidArgError(`unexpected inference output '${name}' for the model`);
-      outNames.push(t.namePtr);
+      outNames.push(this.#name(t));
     }
     const values: InputValue[] = [];
     this.#running = true;
@@ -130,7 +163,7 @@ export class OrtRunner {
             ? createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator)
             : this.#deviceTensors(t.name).input(t),
         );
-        inNames.push(s.namePtr);
+        inNames.push(this.#name(s));
       }
       const key = OutputShapes.key(inputs);
       const t1 = process.hrtime.bigint();
@@ -174,7 +207,7 @@ export class OrtRunner {
       };
     } finally {
       // The run is over (or never started): the inputs' memory may go now.
-      for (const v of values) api.ReleaseValue(v.value);
+      for (const v of values) releaseValue(v.value);
       if (this.#terminated) {
         this.#terminated = false;
         check(api.RunOptionsUnsetTerminate(this.#runOptions));
@@ -191,9 +224,9 @@ export class OrtRunner {
   async #graphRun(
     graphs: CudaGraphs,
     inputs: readonly Tensor[],
-    inNames: Ptr[],
+    inNames: number[],
     values: InputValue[],
-    outNames: Ptr[],
+    outNames: number[],
     outputNames: readonly string[],
   ): Promise<Tensor[]> {
     const padded = graphs.padded(inputs, this.#allOutputNames);
@@ -217,7 +250,7 @@ export class OrtRunner {
     graphs: CudaGraphs,
     slot: GraphSlot,
     inputs: readonly Tensor[],
-    outNames: Ptr[],
+    outNames: number[],
     rows: number | undefined,
     names: readonly string[] | undefined,
   ): Promise<Tensor[]> {
@@ -226,7 +259,7 @@ export class OrtRunner {
     const v = graphs.values(slot);
     await this.#call(
       // The slot's values are in the order it was made with (a padded slot's may differ from the request's).
-      slot.inputs.map((b) => this.#inputs.get(b.name)!.namePtr),
+      slot.inputs.map((b) => this.#name(this.#inputs.get(b.name)!)),
       v.inputs.map((value) => ({ value, borrowed: slot })),
       outNames,
       v.outputs,
@@ -255,20 +288,19 @@ export class OrtRunner {
 
   /** Run with onnxruntime allocating the outputs, then one copy each into JavaScript memory. */
   async #runPlain(
-    inNames: Ptr[],
+    inNames: number[],
     values: InputValue[],
-    outNames: Ptr[],
+    outNames: number[],
     outputNames: readonly string[],
   ): Promise<Tensor[]> {
-    const api = ortApi();
-    const outs: Array<Ptr | null> = new Array(outNames.length).fill(null);
+    const outs: Array<Handle | null> = new Array(outNames.length).fill(null);
     try {
       await this.#call(inNames, values, outNames, outs);
       const outputs: Tensor[] = [];
       for (let i = 0; i < outs.length; i++) outputs.push(readOutput(outputNames[i], outs[i] as Ptr));
       return outputs;
     } finally {
-      for (const v of outs) if (v !== null) api.ReleaseValue(v);
+      for (const v of outs) if (v !== null) releaseValue(v);
     }
   }
 
@@ -277,15 +309,14 @@ export class OrtRunner {
    * page-locked buffer, given back here when the run fails): no copy afterwards.
    */
   async #runInto(
-    inNames: Ptr[],
+    inNames: number[],
     values: InputValue[],
-    outNames: Ptr[],
+    outNames: number[],
     outputNames: readonly string[],
     guess: ReadonlyMap<string, { datatype: Tensor['datatype']; shape: readonly number[] }>,
     deviceOutputs: ReadonlyMap<string, DeviceBuffer> | undefined,
     opts: { signal?: AbortSignal; pool?: boolean },
   ): Promise<{ outputs: Tensor[]; pooled?: PooledBuffer }> {
-    const api = ortApi();
     const host = await hostOutputMemory(
       outputNames.map((n) => (deviceOutputs?.has(n) === true ? undefined : guess.get(n))),
       {
@@ -304,7 +335,7 @@ export class OrtRunner {
             createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo, at?.memory, at?.offset),
         );
       });
-      const outs: Array<Ptr | null> = buffers.map((b) => b.value);
+      const outs: Array<Handle | null> = buffers.map((b) => b.value);
       await this.#call(inNames, values, outNames, outs);
       return { outputs: buffers.map((b) => b.tensor), pooled: host.pooled };
     } catch (err) {
@@ -312,7 +343,7 @@ export class OrtRunner {
       throw err;
     } finally {
       // The tensors' memory stays referenced by `buffers` until here: onnxruntime wrote into it during Run.
-      for (const b of buffers) api.ReleaseValue(b.value);
+      for (const b of buffers) releaseValue(b.value);
     }
   }
 
@@ -320,42 +351,58 @@ export class OrtRunner {
    * The native Run: on a pool thread, or on this thread for a blocking runner; `outs` holds preallocated values or
    * nulls onnxruntime fills.
    */
-  async #call(inNames: Ptr[], values: InputValue[], outNames: Ptr[], outs: Array<Ptr | null>): Promise<void> {
+  async #call(inNames: number[], values: InputValue[], outNames: number[], outs: Array<Handle | null>): Promise<void> {
     const api = ortApi();
-    const preset = outs.map((v) => v !== null);
+    const a = this.#pointerArrays(values.length, outs.length);
+    for (let i = 0; i < values.length; i++) {
+      a.inNames.set(i, inNames[i]);
+      a.ins.set(i, addressOf(values[i].value));
+    }
+    for (let i = 0; i < outs.length; i++) {
+      a.outNames.set(i, outNames[i]);
+      const v = outs[i];
+      a.outs.set(i, v === null ? 0 : addressOf(v));
+    }
     const t0 = process.hrtime.bigint();
     try {
       const args = [
         this.#session.ptr,
         this.#runOptions,
-        inNames,
-        values.map((v) => v.value),
+        a.inNames.pointer,
+        a.ins.pointer,
         values.length,
-        outNames,
+        a.outNames.pointer,
         outNames.length,
-        outs,
+        a.outs.pointer,
       ];
       if (this.#inline) {
         this.counts.inline++;
         const status = api.Run(...args) as Ptr | null;
         if (status !== null) throw statusError(status);
-        return;
+      } else {
+        this.counts.pooled++;
+        await callAsync(api.Run, ...args);
       }
-      this.counts.pooled++;
-      await callAsync(api.Run, ...args);
     } catch (err) {
       // Values onnxruntime created before failing are ours to release; preallocated ones the caller releases.
-      outs.forEach((v, i) => {
-        if (v !== null && !preset[i]) {
-          api.ReleaseValue(v);
-          outs[i] = null;
-        }
-      });
+      for (let i = 0; i < outs.length; i++) {
+        const made = a.outs.get(i);
+        if (outs[i] === null && made !== 0) releaseValue(made);
+      }
       throw this.#runError(err);
     } finally {
       this.#ranAt = process.hrtime.bigint();
       this.#runNs = Number(this.#ranAt - t0);
+      if (a !== this.#arrays) for (const arr of Object.values(a)) arr.free();
     }
+    // The values onnxruntime allocated (outputs that were not preallocated), by address.
+    for (let i = 0; i < outs.length; i++) if (outs[i] === null) outs[i] = a.outs.get(i) || null;
+  }
+
+  /** The runner's pointer arrays, or fresh ones for a run with more tensors than the session declares. */
+  #pointerArrays(inputs: number, outputs: number): RunArrays {
+    const a = this.#arrays;
+    return inputs <= a.ins.length && outputs <= a.outs.length ? a : newArrays(inputs, outputs);
   }
 
   #runError(err: unknown): NereidError {
@@ -371,5 +418,6 @@ export class OrtRunner {
     this.#opts.prefaulted?.close();
     ortApi().ReleaseRunOptions(this.#runOptions);
     for (const t of this.#ownNames) koffi.free(t.namePtr);
+    for (const arr of Object.values(this.#arrays)) arr.free();
   }
 }

@@ -3,6 +3,7 @@ import { DATATYPES, type DataType, type FixedTypedArray } from '../../../core/da
 import { InternalError, InvalidArgError, UnsupportedError } from '../../../core/errors.js';
 import type { BytesData, Tensor } from '../../../core/tensor.js';
 import { check, ortApi, type Out, type Ptr } from './api.js';
+import { PointerArray, pointerOf, type Handle } from './handles.js';
 
 /**
  * Tensors between JavaScript and onnxruntime's OrtValues.
@@ -70,7 +71,7 @@ const EMPTY = new Uint8Array(8);
 
 /** A created input OrtValue and what it borrows (kept referenced until released). */
 export interface InputValue {
-  value: Ptr;
+  value: Handle;
   borrowed: unknown;
 }
 
@@ -122,13 +123,22 @@ export function createInput(t: Tensor, memoryInfo: Ptr, allocator: Ptr): InputVa
   }
   const bytes = count * info.byteSize;
   const ptr = bytes === 0 ? EMPTY : data;
-  check(api.CreateTensorWithDataAsOrtValue(memoryInfo, ptr, bytes, shape, t.shape.length, elementOf(t.datatype), out));
-  return { value: out[0] as Ptr, borrowed: ptr };
+  return { value: tensorOver(memoryInfo, ptr, bytes, shape, elementOf(t.datatype)), borrowed: ptr };
+}
+
+/** One slot for the OrtValue* CreateTensorWithDataAsOrtValue writes (read at once: never across an await); lives as
+ * long as the process. */
+const created = new PointerArray(1);
+
+/** An OrtValue over `bytes` of `data` (borrowed), as its address. */
+function tensorOver(memoryInfo: Ptr, data: ArrayBufferView, bytes: number, shape: BigInt64Array, elem: number): number {
+  check(ortApi().CreateTensorWithDataAsOrtValue(memoryInfo, data, bytes, shape, shape.length, elem, created.pointer));
+  return created.get(0);
 }
 
 /** A preallocated output: the OrtValue onnxruntime writes into and the JavaScript tensor over the same memory. */
 export interface OutputBuffer {
-  value: Ptr;
+  value: Handle;
   tensor: Tensor;
 }
 
@@ -145,8 +155,6 @@ export function createOutput(
   memory?: ArrayBuffer,
   offset = 0,
 ): OutputBuffer {
-  const api = ortApi();
-  const out: Out = [null];
   const count = shape.reduce((a, b) => a * b, 1);
   const info = DATATYPES[datatype];
   const Ctor = info.array;
@@ -157,18 +165,8 @@ export function createOutput(
     memory !== undefined && memory.byteLength >= offset + bytes && bytes > 0
       ? new Ctor(memory, offset, count)
       : overwrittenArray(datatype, count);
-  check(
-    api.CreateTensorWithDataAsOrtValue(
-      memoryInfo,
-      bytes === 0 ? EMPTY : data,
-      bytes,
-      shapeOf(shape),
-      shape.length,
-      elementOf(datatype),
-      out,
-    ),
-  );
-  return { value: out[0] as Ptr, tensor: { name, datatype, shape: [...shape], data } };
+  const value = tensorOver(memoryInfo, bytes === 0 ? EMPTY : data, bytes, shapeOf(shape), elementOf(datatype));
+  return { value, tensor: { name, datatype, shape: [...shape], data } };
 }
 
 /**
@@ -199,10 +197,10 @@ const u64 = new BigUint64Array(1);
 let dims = new BigInt64Array(16);
 
 /** Element type and shape of a tensor OrtValue. */
-export function typeAndShape(value: Ptr): { elementType: number; shape: number[] } {
+export function typeAndShape(value: Handle): { elementType: number; shape: number[] } {
   const api = ortApi();
   const out: Out = [null];
-  check(api.GetTensorTypeAndShape(value, out));
+  check(api.GetTensorTypeAndShape(pointerOf(value), out));
   const info = out[0] as Ptr;
   try {
     check(api.GetTensorElementType(info, i32));
@@ -232,8 +230,9 @@ export function overwrittenArray(datatype: DataType, count: number): FixedTypedA
 }
 
 /** Copies an output OrtValue into a JavaScript-owned Tensor (one copy). The caller releases the OrtValue. */
-export function readOutput(name: string, value: Ptr): Tensor {
+export function readOutput(name: string, handle: Handle): Tensor {
   const api = ortApi();
+  const value = pointerOf(handle);
   const { elementType, shape } = typeAndShape(value);
   const datatype = dataTypeOfElement(elementType);
   if (datatype === undefined) {
