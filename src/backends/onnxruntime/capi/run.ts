@@ -3,7 +3,8 @@ import type { DeviceBuffer } from '../../../core/device.js';
 import type { Tensor } from '../../../core/tensor.js';
 import koffi from 'koffi';
 import { callAsync, check, ortApi, statusError, type Out, type Ptr } from './api.js';
-import { addressOf, PointerArray, releaseValue, type Handle } from './handles.js';
+import { addressOf, releaseValue, type Handle } from './handles.js';
+import { RunArrays } from './run-arrays.js';
 import type { OrtSession, SessionTensor } from './session.js';
 import { OutputShapes } from './output-shapes.js';
 import { checkedInput, runError } from './run-checks.js';
@@ -11,6 +12,7 @@ import { createInput, createOutput, readOutput, type InputValue, type OutputBuff
 import type { CudaTensors } from './device-tensors.js';
 import { CudaGraphs, type GraphSlot } from './cuda-graphs.js';
 import { InlineRuns } from './inline-runs.js';
+import { SmallValues } from './small-values.js';
 import type { RunnerOptions, RunResult } from './run-options.js';
 import type { PooledBuffer } from './output-pool.js';
 import { hostOutputMemory } from './host-outputs.js';
@@ -34,23 +36,6 @@ export type { RunnerOptions, RunResult } from './run-options.js';
  * Output OrtValues are released on every path.
  */
 
-/** Run's pointer arrays in native layout: names, input values, output values (preallocated or filled by Run). */
-interface RunArrays {
-  inNames: PointerArray;
-  ins: PointerArray;
-  outNames: PointerArray;
-  outs: PointerArray;
-}
-
-function newArrays(inputs: number, outputs: number): RunArrays {
-  return {
-    inNames: new PointerArray(inputs),
-    ins: new PointerArray(inputs),
-    outNames: new PointerArray(outputs),
-    outs: new PointerArray(outputs),
-  };
-}
-
 export class OrtRunner {
   readonly #session: OrtSession;
   readonly #opts: RunnerOptions;
@@ -61,11 +46,12 @@ export class OrtRunner {
   /** Every output of the session, in its order: what a padded CUDA graph slot is made with. */
   readonly #allOutputNames: readonly string[];
   readonly #allOutputPtrs: number[];
-  /** Run's pointer arrays, reused by every run (one at a time): names, input values, output values. */
+  /** Run's pointer arrays, reused by every run (one at a time). */
   readonly #arrays: RunArrays;
   /** Name C strings' addresses, by the strings' pointer objects (made once: koffi.address makes a BigInt). */
   readonly #nameAddress = new Map<Ptr, number>();
   readonly #shapes = new OutputShapes();
+  readonly #small: SmallValues;
   readonly #inlineRuns: InlineRuns | undefined;
   /** This run calls Run inline (a blocking runner's always do); how long the last native Run took, ns. */
   #inline = false;
@@ -104,7 +90,8 @@ export class OrtRunner {
       api.ReleaseRunOptions(this.#runOptions);
       throw err;
     }
-    this.#arrays = newArrays(this.#inputs.size, this.#outputs.size);
+    this.#arrays = new RunArrays(this.#inputs.size, this.#outputs.size);
+    this.#small = new SmallValues(opts.cpuMemoryInfo);
   }
 
   /** The address of a tensor's name string. */
@@ -160,7 +147,7 @@ export class OrtRunner {
         const s = checkedInput(t, this.#inputs.get(t.name));
         values.push(
           t.device === undefined
-            ? createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator)
+            ? (this.#small.input(t) ?? createInput(t, this.#opts.cpuMemoryInfo, this.#opts.allocator))
             : this.#deviceTensors(t.name).input(t),
         );
         inNames.push(this.#name(s));
@@ -207,7 +194,7 @@ export class OrtRunner {
       };
     } finally {
       // The run is over (or never started): the inputs' memory may go now.
-      for (const v of values) releaseValue(v.value);
+      for (const v of values) if (v.cached !== true) releaseValue(v.value);
       if (this.#terminated) {
         this.#terminated = false;
         check(api.RunOptionsUnsetTerminate(this.#runOptions));
@@ -326,24 +313,30 @@ export class OrtRunner {
       },
     );
     const buffers: OutputBuffer[] = [];
+    // Small outputs of plain host memory land in the runner's cached values and are copied out (small-values.ts).
+    const cached = new Set<OutputBuffer>();
     try {
       outputNames.forEach((n, i) => {
         const g = guess.get(n)!;
         const [d, at] = [deviceOutputs?.get(n), host.places[i]];
+        const small = d === undefined && at === undefined ? this.#small.output(n, g.datatype, g.shape) : undefined;
+        if (small !== undefined) cached.add(small);
         buffers.push(
           (d && this.#deviceTensors(n).output(n, g.datatype, g.shape, d)) ??
+            small ??
             createOutput(n, g.datatype, g.shape, this.#opts.cpuMemoryInfo, at?.memory, at?.offset),
         );
       });
       const outs: Array<Handle | null> = buffers.map((b) => b.value);
       await this.#call(inNames, values, outNames, outs);
-      return { outputs: buffers.map((b) => b.tensor), pooled: host.pooled };
+      const outputs = buffers.map((b) => (cached.has(b) ? SmallValues.copyOut(b) : b.tensor));
+      return { outputs, pooled: host.pooled };
     } catch (err) {
       if (host.pooled !== undefined) this.#opts.outputPool?.give(host.pooled);
       throw err;
     } finally {
       // The tensors' memory stays referenced by `buffers` until here: onnxruntime wrote into it during Run.
-      for (const b of buffers) releaseValue(b.value);
+      for (const b of buffers) if (!cached.has(b)) releaseValue(b.value);
     }
   }
 
@@ -353,28 +346,17 @@ export class OrtRunner {
    */
   async #call(inNames: number[], values: InputValue[], outNames: number[], outs: Array<Handle | null>): Promise<void> {
     const api = ortApi();
-    const a = this.#pointerArrays(values.length, outs.length);
-    for (let i = 0; i < values.length; i++) {
-      a.inNames.set(i, inNames[i]);
-      a.ins.set(i, addressOf(values[i].value));
-    }
-    for (let i = 0; i < outs.length; i++) {
-      a.outNames.set(i, outNames[i]);
-      const v = outs[i];
-      a.outs.set(i, v === null ? 0 : addressOf(v));
-    }
+    const own = this.#arrays.fits(values.length, outs.length);
+    const a = own ? this.#arrays : new RunArrays(values.length, outs.length);
+    a.fill(
+      inNames,
+      values.map((v) => v.value),
+      outNames,
+      outs,
+    );
     const t0 = process.hrtime.bigint();
     try {
-      const args = [
-        this.#session.ptr,
-        this.#runOptions,
-        a.inNames.pointer,
-        a.ins.pointer,
-        values.length,
-        a.outNames.pointer,
-        outNames.length,
-        a.outs.pointer,
-      ];
+      const args = a.args(this.#session.ptr, this.#runOptions, values.length, outs.length);
       if (this.#inline) {
         this.counts.inline++;
         const status = api.Run(...args) as Ptr | null;
@@ -383,26 +365,16 @@ export class OrtRunner {
         this.counts.pooled++;
         await callAsync(api.Run, ...args);
       }
+      a.collect(outs);
     } catch (err) {
       // Values onnxruntime created before failing are ours to release; preallocated ones the caller releases.
-      for (let i = 0; i < outs.length; i++) {
-        const made = a.outs.get(i);
-        if (outs[i] === null && made !== 0) releaseValue(made);
-      }
+      a.releaseMade(outs);
       throw this.#runError(err);
     } finally {
       this.#ranAt = process.hrtime.bigint();
       this.#runNs = Number(this.#ranAt - t0);
-      if (a !== this.#arrays) for (const arr of Object.values(a)) arr.free();
+      if (!own) a.free();
     }
-    // The values onnxruntime allocated (outputs that were not preallocated), by address.
-    for (let i = 0; i < outs.length; i++) if (outs[i] === null) outs[i] = a.outs.get(i) || null;
-  }
-
-  /** The runner's pointer arrays, or fresh ones for a run with more tensors than the session declares. */
-  #pointerArrays(inputs: number, outputs: number): RunArrays {
-    const a = this.#arrays;
-    return inputs <= a.ins.length && outputs <= a.outs.length ? a : newArrays(inputs, outputs);
   }
 
   #runError(err: unknown): NereidError {
@@ -418,6 +390,7 @@ export class OrtRunner {
     this.#opts.prefaulted?.close();
     ortApi().ReleaseRunOptions(this.#runOptions);
     for (const t of this.#ownNames) koffi.free(t.namePtr);
-    for (const arr of Object.values(this.#arrays)) arr.free();
+    this.#arrays.free();
+    this.#small.release();
   }
 }

@@ -73,6 +73,8 @@ const EMPTY = new Uint8Array(8);
 export interface InputValue {
   value: Handle;
   borrowed: unknown;
+  /** A runner's cached value (small-values.ts): not released after the run. */
+  cached?: boolean;
 }
 
 /** Shape as the int64 array the C API reads. */
