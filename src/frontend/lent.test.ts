@@ -35,14 +35,17 @@ function nativeFloats(bytes: number): Float32Array {
 }
 
 /** A facade answering every infer with `output`, lent (with a counted lease) when the caller asked for views. */
-function lendingApi(output: Float32Array): { api: InferenceServerApi; released: () => number; views: boolean[] } {
+function lendingApi(
+  output: Float32Array,
+  datatype: 'FP32' | 'BYTES' = 'FP32',
+): { api: InferenceServerApi; released: () => number; views: boolean[] } {
   let released = 0;
   const views: boolean[] = [];
   const api = {
     checkModel: () => ({ name: 'm', version: 1, maxBatchSize: 0, inputs: [], decoupled: false }),
     infer(_r: InferRequest, opts: InferOptions = {}): Promise<InferResponse> {
       views.push(opts.views === true);
-      const out = { name: 'OUT', datatype: 'FP32' as const, shape: [output.length] };
+      const out = { name: 'OUT', datatype, shape: [output.length] };
       if (opts.views !== true)
         return Promise.resolve({ model: 'm', version: '1', outputs: [{ ...out, data: output.slice() }] });
       let done = false;
@@ -121,6 +124,28 @@ describe('lent outputs through a front-end thread', () => {
     assert.equal(released(), 0);
     host.fail(new Error('front-end thread exited') as never);
     assert.equal(released(), 1);
+    assert.equal(host.lent, 0);
+  });
+
+  it('FAULT - a lent result the thread cannot read fails its request and gives the lease back', async () => {
+    // Bytes that are no BYTES tensor (no valid length prefixes): the thread's unpacking throws.
+    const source = nativeFloats(256 * 1024).fill(1e30);
+    const { api, released } = lendingApi(source, 'BYTES');
+    const { host, proxy } = connect(api);
+    const outcome = proxy.infer(request, { views: true }).then(
+      () => 'answered',
+      (err: Error) => err.message,
+    );
+    const settled = await Promise.race([
+      outcome,
+      crossed()
+        .then(() => crossed())
+        .then(() => 'hung'),
+    ]);
+    assert.notEqual(settled, 'hung', 'the request was never answered');
+    assert.notEqual(settled, 'answered');
+    await crossed();
+    assert.equal(released(), 1, 'the lease went back');
     assert.equal(host.lent, 0);
   });
 });

@@ -132,9 +132,25 @@ export class ProxyServerApi extends forwardingApi<OwnMethods>() implements Infer
       return true;
     }
     if ((msg as ResultMessage | ErrorMessage)[2] && p.lookup !== undefined) this.#forget(p.lookup);
-    if (tag === Tag.RESULT) p.resolve(this.#result(msg as ResultMessage, arena));
+    if (tag === Tag.RESULT) this.#settle(p, msg as ResultMessage, arena);
     else p.reject(errorFromData((msg as ErrorMessage)[3]));
     return true;
+  }
+
+  /**
+   * Resolves with a RESULT; one the thread cannot read (a tensor that does not decode) fails its request instead,
+   * and what it lent goes back at once, not with the thread.
+   */
+  #settle(p: Pending, msg: ResultMessage, arena: ArrayBuffer | undefined): void {
+    let response: InferResponse;
+    try {
+      response = this.#result(msg, arena);
+    } catch (err) {
+      this.#giveBack(msg[7]);
+      p.reject(NereidError.from(err));
+      return;
+    }
+    p.resolve(response);
   }
 
   /** A RESULT as the caller gets it: one that lent outputs by address carries the lease to give them back with. */
