@@ -29,7 +29,8 @@ export type { RunnerOptions, RunResult } from './run-options.js';
  * it, and it works with intra_op_thread_count 1 (the pool thread computes).
  *
  * Memory: input OrtValues borrow the request's TypedArrays (or a device tensor's CUDA memory: device-tensors.ts)
- * until Run returned and they were released. Outputs land in host memory once: for input shapes seen before they
+ * until Run returned and they were released; small host tensors (≤ 16 KiB) are copied through values the runner
+ * keeps per name and shape instead (small-values.ts). Outputs land in host memory once: for input shapes seen before they
  * are preallocated (host-outputs.ts: one pooled page-locked buffer on a GPU, else prefaulted or fresh memory) and
  * onnxruntime writes (GPU: copies device-to-host) into them — or into the client's CUDA memory of this device;
  * otherwise onnxruntime allocates them and they are copied once.
